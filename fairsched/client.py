@@ -1,0 +1,237 @@
+"""The public API: enqueue, claim, the fenced lease transitions, recovery and dead jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from fairsched import claim as claim_mod
+from fairsched import dead, enqueue, recovery, retry
+from fairsched import lease as lease_ops
+from fairsched.db import make_pool, operation
+from fairsched.enqueue import JobSpec
+from fairsched.errors import InvalidInput
+from fairsched.lease import FailureKind, Lease
+from fairsched.migrate import migrate
+from fairsched.settings import QueueSettings, Settings, load_settings
+from fairsched.sql import QUERIES
+
+T = TypeVar("T")
+
+
+class Client:
+    """A handle on one fairsched database, with its own connection pool.
+
+    >>> client = Client("postgresql://localhost/app")          # doctest: +SKIP
+    >>> job_id = client.enqueue("emails", {"to": "a@b"}, tenant="acme")  # doctest: +SKIP
+    """
+
+    def __init__(self, dsn: str, *, settings: Settings | None = None, pool_size: int | None = None) -> None:
+        self.dsn = dsn
+        self.settings = settings or Settings()
+        size = pool_size or self.settings.pool_max_size or 10
+        self._pool = make_pool(dsn, max_size=size, prepare_threshold=self.settings.prepare_threshold)
+        self._opened = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None, *, config: str | None = None) -> Client:
+        """A client for ``settings.database_url``, or the embedded server when it is unset."""
+        settings = settings or load_settings(config)
+        dsn = settings.database_url
+        if dsn is None:
+            from fairsched.embedded import embedded_dsn
+
+            dsn = embedded_dsn(settings.data_dir)
+        return cls(dsn, settings=settings)
+
+    # -- connections -------------------------------------------------------
+
+    @property
+    def pool(self) -> ConnectionPool:
+        """The pool, opened on first use."""
+        if not self._opened:
+            with operation("pool_open"):
+                self._pool.open(wait=True, timeout=30)
+            self._opened = True
+        return self._pool
+
+    @contextmanager
+    def connection(self, conn: psycopg.Connection | None = None) -> Iterator[psycopg.Connection]:
+        """``conn`` when given (the caller's transaction), else one from the pool."""
+        if conn is not None:
+            yield conn
+            return
+        with self.pool.connection() as pooled:
+            yield pooled
+
+    def _run(self, fn: Callable[[psycopg.Connection], T], conn: psycopg.Connection | None = None) -> T:
+        with self.connection(conn) as c:
+            return fn(c)
+
+    def close(self) -> None:
+        """Close the pool."""
+        self._pool.close()
+        self._opened = False
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema and queues -------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations; returns the names applied."""
+        return self._run(migrate)
+
+    def declare_queue(self, name: str, queue: QueueSettings | None = None) -> None:
+        """Create or update a queue's settings in the database."""
+        enqueue.check_queue_name(name)
+        values = (queue or QueueSettings()).model_dump()
+        with operation("queue_upsert"):
+            self._run(lambda c: c.execute(QUERIES["queue_upsert"], {"name": name, **values}))
+
+    def apply_settings(self) -> None:
+        """Declare every queue of the client's settings in one transaction."""
+
+        def apply(conn: psycopg.Connection) -> None:
+            with conn.transaction(), operation("queue_upsert"):
+                for name, queue in self.settings.queues.items():
+                    conn.execute(QUERIES["queue_upsert"], {"name": name, **queue.model_dump()})
+
+        self._run(apply)
+
+    # -- enqueue -----------------------------------------------------------
+
+    def enqueue(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        tenant: str,
+        priority: int = 0,
+        aggregate_key: str | None = None,
+        aggregate_seq: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+        conn: psycopg.Connection | None = None,
+    ) -> int:
+        """Enqueue one job; returns its id (the existing job's id for a known idempotency key).
+
+        With ``conn`` the insert joins the caller's open transaction.
+        """
+        spec = JobSpec(
+            payload, tenant, priority, aggregate_key, aggregate_seq, run_at, max_attempts, idempotency_key
+        )
+        return self.enqueue_many(queue, [spec], conn=conn)[0]
+
+    def enqueue_many(
+        self, queue: str, jobs: Iterable[JobSpec], *, conn: psycopg.Connection | None = None
+    ) -> list[int]:
+        """Enqueue a batch in one statement (one round trip); ids in input order."""
+        specs = list(jobs)
+        limit = self.settings.max_payload_bytes
+        return self._run(lambda c: enqueue.jobs_enqueue(c, queue, specs, max_payload_bytes=limit), conn)
+
+    # -- leases ------------------------------------------------------------
+
+    def claim(
+        self, queue: str, *, owner: str, lease_seconds: float | None = None, limit: int = 1
+    ) -> list[Lease]:
+        """Lease up to ``limit`` jobs of ``queue`` (``lease_seconds`` defaults to the queue's)."""
+        enqueue.check_queue_name(queue)
+        enqueue.check_label("owner", owner, 200)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= claim_mod.MAX_BATCH:
+            raise InvalidInput(f"limit must be between 1 and {claim_mod.MAX_BATCH}")
+        if lease_seconds is not None and not lease_seconds > 0:
+            raise InvalidInput("lease_seconds must be positive")
+        return self._run(
+            lambda c: claim_mod.jobs_claim(c, queue, owner=owner, limit=limit, lease_seconds=lease_seconds)
+        )
+
+    def heartbeat(self, lease: Lease, progress: Any = None) -> bool:
+        """Report progress; the lease is renewed only when progress advanced. ``False``: lost."""
+        return self._run(lambda c: lease_ops.lease_renew(c, lease, progress)) is not None
+
+    def complete(self, lease: Lease) -> bool:
+        """Mark the job succeeded; ``False`` when the lease no longer held (nothing changed)."""
+        return lease.id in self.complete_many([lease])
+
+    def complete_many(self, leases: Iterable[Lease]) -> set[int]:
+        """Complete many leases of one owner in one statement; returns the ids that held."""
+        items = list(leases)
+        return self._run(lambda c: lease_ops.leases_complete(c, items))
+
+    def fail(
+        self,
+        lease: Lease,
+        error: BaseException | str,
+        *,
+        kind: FailureKind | str | None = None,
+        code: str | None = None,
+    ) -> bool:
+        """Record a failed attempt: dead when permanent or exhausted, else retried after
+        backoff. ``kind`` defaults to the exception's class. ``False``: lease lost."""
+        return self.fail_attempt(lease, error, kind=kind, code=code).held
+
+    def fail_attempt(
+        self,
+        lease: Lease,
+        error: BaseException | str,
+        *,
+        kind: FailureKind | str | None = None,
+        code: str | None = None,
+    ) -> lease_ops.FailOutcome:
+        """Like :meth:`fail`, returning what happened to the job."""
+        if isinstance(error, BaseException):
+            resolved = FailureKind(kind) if kind is not None else retry.classify(error)
+            code = code or retry.error_code(error)
+        else:
+            resolved = FailureKind(kind) if kind is not None else FailureKind.UNKNOWN
+            code = code or "error"
+        text = (
+            retry.error_text(error, self.settings.max_error_chars)
+            if isinstance(error, BaseException)
+            else error[: self.settings.max_error_chars]
+        )
+        return self._run(
+            lambda c: lease_ops.lease_fail(
+                c, lease, kind=resolved, code=code[: retry.MAX_CODE_CHARS], error=text
+            )
+        )
+
+    def release(self, lease: Lease) -> bool:
+        """Give the job back unfinished, claimable at once; ``False`` when the lease was lost."""
+        return self._run(lambda c: lease_ops.lease_release(c, lease))
+
+    # -- recovery and dead jobs -------------------------------------------
+
+    def recover(self, *, batch: int | None = None) -> recovery.RecoveryResult:
+        """Move expired leases back to pending or to dead; returns the counts."""
+        size = batch or self.settings.recovery_batch
+        return self._run(lambda c: recovery.recovery_sweep(c, batch=size))
+
+    def dead_list(
+        self, *, queue: str | None = None, tenant: str | None = None, limit: int = 100
+    ) -> list[dead.DeadJob]:
+        """Dead jobs, newest first."""
+        return self._run(lambda c: dead.dead_list(c, queue=queue, tenant=tenant, limit=limit))
+
+    def job_show(self, job_id: int) -> dict[str, Any]:
+        """A job with its full history."""
+        return self._run(lambda c: dead.job_show(c, job_id))
+
+    def dead_replay(self, job_id: int, *, by: str = "api") -> None:
+        """Replay a dead job (same id, history kept)."""
+        self._run(lambda c: dead.dead_replay(c, job_id, by=by))
+
+    def dead_discard(self, job_id: int, *, by: str = "api") -> None:
+        """Resolve a dead job without running it."""
+        self._run(lambda c: dead.dead_discard(c, job_id, by=by))

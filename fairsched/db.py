@@ -1,0 +1,79 @@
+"""Connections, and the one boundary where driver errors become fairsched errors."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import ConnectionPool
+
+from fairsched import metrics
+from fairsched.errors import (
+    DatabaseError,
+    DatabaseUnavailable,
+    FairschedError,
+    InvalidInput,
+    NotMigrated,
+)
+
+_PASSWORD = re.compile(r"(password=|://[^:/@\s]*:)[^@\s]*", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """Remove passwords from a DSN or from a message that may quote one."""
+    return _PASSWORD.sub(r"\1***", text)
+
+
+def translate(error: psycopg.Error) -> FairschedError:
+    """Map a driver error to the fairsched error that tells the user what to do."""
+    detail = redact(str(error).strip().splitlines()[0] if str(error).strip() else repr(error))
+    if isinstance(error, pg_errors.UndefinedTable | pg_errors.InvalidSchemaName):
+        return NotMigrated(f"fairsched schema is missing or outdated ({detail}): run `fairsched migrate`")
+    if isinstance(error, pg_errors.IntegrityError | pg_errors.DataError):
+        return InvalidInput(f"rejected by the database: {detail}")
+    if isinstance(error, psycopg.OperationalError | pg_errors.AdminShutdown):
+        return DatabaseUnavailable(f"cannot reach PostgreSQL: {detail}")
+    return DatabaseError(f"database error: {detail}")
+
+
+@contextmanager
+def operation(name: str) -> Iterator[None]:
+    """Instrument one database operation (duration, outcome) and translate its errors."""
+    start = time.perf_counter()
+    outcome = "ok"
+    try:
+        yield
+    except psycopg.Error as e:
+        outcome = "error"
+        raise translate(e) from e
+    except BaseException:
+        outcome = "error"
+        raise
+    finally:
+        metrics.DB_OPERATION_SECONDS.labels(name, outcome).observe(time.perf_counter() - start)
+
+
+def make_pool(dsn: str, *, max_size: int, prepare_threshold: int | None = 5) -> ConnectionPool:
+    """An autocommit connection pool; multi-statement work opens explicit transactions."""
+    pool = ConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=max(1, max_size),
+        kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
+        open=False,
+        name="fairsched",
+        reconnect_timeout=300,
+    )
+    return pool
+
+
+def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection:
+    """One connection outside the pool (migrations, LISTEN)."""
+    try:
+        return psycopg.connect(dsn, autocommit=autocommit)
+    except psycopg.Error as e:
+        raise translate(e) from e

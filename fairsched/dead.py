@@ -1,0 +1,65 @@
+"""Dead jobs: kept with their history; listed, shown, replayed (same id) or discarded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import class_row, dict_row
+
+from fairsched.db import operation
+from fairsched.errors import JobNotFound
+from fairsched.sql import QUERIES
+
+
+@dataclass(frozen=True)
+class DeadJob:
+    """A dead job as listed (no payload)."""
+
+    id: int
+    queue_name: str
+    tenant: str
+    attempt_count: int
+    last_error_code: str | None
+    last_error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+def dead_list(
+    conn: psycopg.Connection, *, queue: str | None = None, tenant: str | None = None, limit: int = 100
+) -> list[DeadJob]:
+    """Dead jobs, newest first."""
+    with operation("dead_list"), conn.cursor(row_factory=class_row(DeadJob)) as cur:
+        return cur.execute(
+            QUERIES["dead_list"], {"queue": queue, "tenant": tenant, "limit": limit}
+        ).fetchall()
+
+
+def job_show(conn: psycopg.Connection, job_id: int) -> dict[str, Any]:
+    """A job's current row and its full history (attempts and events)."""
+    with operation("job_show"), conn.cursor(row_factory=dict_row) as cur:
+        job = cur.execute(QUERIES["job_get"], {"id": job_id}).fetchone()
+        if job is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        job["history"] = cur.execute(QUERIES["job_history"], {"id": job_id}).fetchall()
+    return job
+
+
+def _dead_transition(conn: psycopg.Connection, name: str, job_id: int, by: str) -> None:
+    with operation(name):
+        row = conn.execute(QUERIES[name], {"id": job_id, "by": by}).fetchone()
+    if row is None:
+        raise JobNotFound(f"job {job_id} is not dead (or does not exist)")
+
+
+def dead_replay(conn: psycopg.Connection, job_id: int, *, by: str = "api") -> None:
+    """Run a dead job again: pending now, fresh attempt budget, same id, history kept."""
+    _dead_transition(conn, "dead_replay", job_id, by)
+
+
+def dead_discard(conn: psycopg.Connection, job_id: int, *, by: str = "api") -> None:
+    """Resolve a dead job without running it; it stays in the table as ``discarded``."""
+    _dead_transition(conn, "dead_discard", job_id, by)

@@ -1,0 +1,39 @@
+"""Recovery: expired leases go back to pending (with backoff) or to dead, in bounded batches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+
+from fairsched.db import operation
+from fairsched.sql import QUERIES
+
+
+@dataclass(frozen=True)
+class RecoveryResult:
+    """Jobs moved by one sweep."""
+
+    retried: int
+    dead: int
+
+    @property
+    def total(self) -> int:
+        return self.retried + self.dead
+
+
+def recovery_sweep(conn: psycopg.Connection, *, batch: int = 500, max_batches: int = 100) -> RecoveryResult:
+    """Sweep expired leases, ``batch`` rows per statement, until none are left or
+    ``max_batches`` ran. Safe to run from many processes at once (``SKIP LOCKED``)."""
+    retried = dead = 0
+    for _ in range(max_batches):
+        with operation("recovery_sweep"):
+            rows = conn.execute(QUERIES["recovery_sweep"], {"batch": batch}).fetchall()
+        for _id, _queue, status in rows:
+            if status == "dead":
+                dead += 1
+            else:
+                retried += 1
+        if len(rows) < batch:
+            break
+    return RecoveryResult(retried=retried, dead=dead)

@@ -1,0 +1,114 @@
+"""Settings: a TOML file (``--config`` / ``FAIRSCHED_CONFIG``), then ``FAIRSCHED_*`` variables.
+
+Nothing is read at import time; call :func:`load_settings` when settings are needed.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from fairsched.errors import ConfigError
+
+QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")]
+"""Queue names: letters, digits and ``_ . : -``, at most 63 characters."""
+
+
+class QueueSettings(BaseModel):
+    """Lease, runtime and retry settings of one queue."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lease_seconds: float = Field(30.0, gt=0, description="lease length granted per claim/renewal")
+    max_runtime_seconds: float = Field(3600.0, gt=0, description="no renewal past this per attempt")
+    max_attempts: int = Field(8, gt=0, le=1000, description="attempts before a job is dead")
+    unknown_max_attempts: int = Field(3, gt=0, le=1000, description="budget for unknown errors")
+    backoff_base_seconds: float = Field(1.0, ge=0, description="first retry delay ceiling")
+    backoff_max_seconds: float = Field(300.0, ge=0, description="cap of any retry delay")
+    notify: bool = Field(True, description="pg_notify workers on enqueue")
+
+
+class TenantSettings(BaseModel):
+    """Per-tenant settings (weights are used by the weighted policy)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weight: float = Field(1.0, gt=0, le=1_000_000)
+
+
+class Settings(BaseSettings):
+    """Everything fairsched can be configured with."""
+
+    model_config = SettingsConfigDict(env_prefix="FAIRSCHED_", env_nested_delimiter="__", extra="forbid")
+
+    database_url: str | None = Field(None, description="PostgreSQL DSN; embedded when unset")
+    data_dir: Path | None = Field(None, description="where the embedded server keeps its data")
+    max_payload_bytes: int = Field(64 * 1024, gt=0, le=64 * 1024 * 1024)
+    max_error_chars: int = Field(2000, gt=0, le=100_000)
+    poll_interval_seconds: float = Field(2.0, gt=0)
+    recovery_interval_seconds: float = Field(5.0, gt=0)
+    recovery_batch: int = Field(500, gt=0, le=100_000)
+    grace_period_seconds: float = Field(30.0, ge=0)
+    pool_max_size: int | None = Field(None, gt=0, description="default: slots + 4")
+    prepare_threshold: int | None = Field(
+        5, description="psycopg prepared statements; unset (null) for PgBouncer transaction mode"
+    )
+    queues: dict[QueueName, QueueSettings] = Field(default_factory=dict)
+    tenants: dict[str, TenantSettings] = Field(default_factory=dict)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Explicit arguments win, then ``FAIRSCHED_*`` variables, then the TOML file."""
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+def load_settings(config: str | Path | None = None, **overrides: Any) -> Settings:
+    """Read settings from ``config`` (or ``$FAIRSCHED_CONFIG``), then the environment.
+
+    Raises :class:`ConfigError` naming the file and every bad key.
+    """
+    raw = config if config is not None else os.environ.get("FAIRSCHED_CONFIG")
+    path = Path(raw) if raw else None
+    where = str(path) if path else "environment"
+    if path is not None:
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found")
+        try:
+            tomllib.loads(path.read_text("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: not valid TOML: {e}") from None
+
+    class FileSettings(Settings):
+        model_config = SettingsConfigDict(toml_file=path)
+
+    try:
+        return FileSettings(**overrides)
+    except ValidationError as e:
+        raise ConfigError(f"{where}: {describe_validation_error(e)}") from None
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line per bad key: ``queues.emails.lease_seconds: must be > 0 (got -1)``."""
+    lines = []
+    for item in error.errors():
+        key = ".".join(str(part) for part in item["loc"]) or "(root)"
+        got = f" (got {item['input']!r})" if "input" in item and item["type"] != "missing" else ""
+        lines.append(f"{key}: {item['msg']}{got}")
+    return "; ".join(lines)

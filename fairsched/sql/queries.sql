@@ -1,0 +1,288 @@
+-- name: queue_upsert
+-- Declare a queue or update its lease, retry and notify settings.
+INSERT INTO fairsched.queues AS q (name, lease_seconds, max_runtime_seconds, max_attempts,
+                                   unknown_max_attempts, backoff_base_seconds,
+                                   backoff_max_seconds, notify)
+VALUES (%(name)s, %(lease_seconds)s, %(max_runtime_seconds)s, %(max_attempts)s,
+        %(unknown_max_attempts)s, %(backoff_base_seconds)s, %(backoff_max_seconds)s, %(notify)s)
+ON CONFLICT (name) DO UPDATE
+   SET lease_seconds = EXCLUDED.lease_seconds,
+       max_runtime_seconds = EXCLUDED.max_runtime_seconds,
+       max_attempts = EXCLUDED.max_attempts,
+       unknown_max_attempts = EXCLUDED.unknown_max_attempts,
+       backoff_base_seconds = EXCLUDED.backoff_base_seconds,
+       backoff_max_seconds = EXCLUDED.backoff_max_seconds,
+       notify = EXCLUDED.notify,
+       updated_at = now()
+
+-- name: queue_get
+-- One queue's settings, or nothing when it is not declared.
+SELECT name, lease_seconds, max_runtime_seconds, max_attempts, unknown_max_attempts,
+       backoff_base_seconds, backoff_max_seconds, notify
+  FROM fairsched.queues
+ WHERE name = %(name)s
+
+-- name: jobs_enqueue
+-- Insert jobs for one queue (arrays, one element per job); returns one id per input,
+-- in input order. An input whose idempotency key exists returns the existing id.
+WITH q AS (
+    SELECT name, max_attempts, notify FROM fairsched.queues WHERE name = %(queue)s
+), input AS MATERIALIZED (
+    SELECT t.*, nextval('fairsched.jobs_id_seq') AS new_id
+      FROM unnest(%(tenants)s::text[], %(payloads)s::jsonb[], %(priorities)s::int[],
+                  %(aggregate_keys)s::text[], %(aggregate_seqs)s::bigint[],
+                  %(run_ats)s::timestamptz[], %(max_attempts)s::int[],
+                  %(idempotency_keys)s::text[])
+           WITH ORDINALITY AS t(tenant, payload, priority, aggregate_key, aggregate_seq,
+                                run_at, max_attempts, idempotency_key, ord)
+     WHERE EXISTS (SELECT 1 FROM q)
+), inserted AS (
+    INSERT INTO fairsched.jobs (id, queue_name, tenant, payload, priority, aggregate_key,
+                                aggregate_seq, available_at, max_attempts, idempotency_key)
+    OVERRIDING SYSTEM VALUE
+    SELECT i.new_id, q.name, i.tenant, i.payload, i.priority, i.aggregate_key,
+           i.aggregate_seq, coalesce(i.run_at, now()), coalesce(i.max_attempts, q.max_attempts),
+           i.idempotency_key
+      FROM input i CROSS JOIN q
+     ORDER BY i.ord
+    ON CONFLICT (queue_name, tenant, idempotency_key) WHERE idempotency_key IS NOT NULL
+    DO NOTHING
+    RETURNING id
+), notified AS (
+    SELECT pg_notify('fairsched_jobs', q.name)
+      FROM q
+     WHERE q.notify AND EXISTS (SELECT 1 FROM inserted)
+)
+SELECT coalesce(ins.id, existing.id) AS id,
+       (SELECT count(*) FROM notified) AS notified
+  FROM input i
+  LEFT JOIN inserted ins ON ins.id = i.new_id
+  LEFT JOIN fairsched.jobs existing
+         ON ins.id IS NULL
+        AND existing.queue_name = %(queue)s
+        AND existing.tenant = i.tenant
+        AND existing.idempotency_key = i.idempotency_key
+ ORDER BY i.ord
+
+-- name: jobs_find_by_idempotency_key
+-- The ids of existing jobs for (tenant, idempotency key) pairs of one queue.
+SELECT t.ord, j.id
+  FROM unnest(%(tenants)s::text[], %(idempotency_keys)s::text[]) WITH ORDINALITY
+       AS t(tenant, idempotency_key, ord)
+  JOIN fairsched.jobs j
+    ON j.queue_name = %(queue)s AND j.tenant = t.tenant
+   AND j.idempotency_key = t.idempotency_key
+
+-- name: lease_renew
+-- Heartbeat: extend a held lease when progress advanced, never past max_runtime.
+UPDATE fairsched.jobs AS j
+   SET lease_expires_at = CASE
+           WHEN j.progress IS DISTINCT FROM %(progress)s::jsonb
+           THEN least(now() + make_interval(secs => %(lease_seconds)s::float8),
+                      j.started_at + make_interval(secs => q.max_runtime_seconds))
+           ELSE j.lease_expires_at
+       END,
+       progress = %(progress)s::jsonb
+  FROM fairsched.queues AS q
+ WHERE q.name = j.queue_name
+   AND j.id = %(id)s
+   AND j.status = 'running'
+   AND j.lease_owner = %(owner)s
+   AND j.lease_token = %(token)s
+   AND j.lease_expires_at > now()
+RETURNING j.lease_expires_at
+
+-- name: leases_complete
+-- Mark held leases succeeded (arrays of id and token); records each attempt and
+-- audits every lease that no longer held. Returns the ids that completed.
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS t(id, token)
+), done AS (
+    UPDATE fairsched.jobs AS j
+       SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL
+      FROM input i
+     WHERE j.id = i.id
+       AND j.status = 'running'
+       AND j.lease_owner = %(owner)s
+       AND j.lease_token = i.token
+       AND j.lease_expires_at > now()
+    RETURNING j.id, j.attempt_count, j.lease_token, j.lease_owner, j.started_at
+), audit AS (
+    INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at, outcome)
+    SELECT id, attempt_count, lease_token, lease_owner, started_at, 'succeeded' FROM done
+), stale AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT i.id, 'stale_completion_rejected',
+           jsonb_build_object('op', 'complete', 'token', i.token, 'owner', %(owner)s)
+      FROM input i
+     WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id)
+)
+SELECT id FROM done
+
+-- name: lease_fail
+-- Record a failed attempt: dead when permanent or out of attempts, else pending
+-- again after exponential backoff with full jitter, capped per queue.
+WITH target AS (
+    SELECT j.id,
+           (%(kind)s = 'permanent'
+            OR j.attempt_count >= CASE WHEN %(kind)s = 'unknown'
+                                       THEN least(j.max_attempts, q.unknown_max_attempts)
+                                       ELSE j.max_attempts END) AS exhausted,
+           random() * least(q.backoff_max_seconds,
+                            q.backoff_base_seconds * power(2, least(j.attempt_count - 1, 60)))
+               AS delay
+      FROM fairsched.jobs AS j
+      JOIN fairsched.queues AS q ON q.name = j.queue_name
+     WHERE j.id = %(id)s
+       AND j.status = 'running'
+       AND j.lease_owner = %(owner)s
+       AND j.lease_token = %(token)s
+       AND j.lease_expires_at > now()
+       FOR UPDATE OF j
+), moved AS (
+    UPDATE fairsched.jobs AS j
+       SET status = CASE WHEN t.exhausted THEN 'dead' ELSE 'pending' END,
+           available_at = CASE WHEN t.exhausted THEN j.available_at
+                               ELSE now() + make_interval(secs => t.delay) END,
+           finished_at = CASE WHEN t.exhausted THEN now() END,
+           lease_expires_at = NULL,
+           last_error_code = %(code)s,
+           last_error = %(error)s
+      FROM target t
+     WHERE j.id = t.id
+    RETURNING j.id, j.status, j.attempt_count, j.lease_token, j.lease_owner, j.started_at,
+              j.available_at
+), audit AS (
+    INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at,
+                                    outcome, error_code, error)
+    SELECT id, attempt_count, lease_token, lease_owner, started_at,
+           CASE status WHEN 'dead' THEN 'dead' ELSE 'retrying' END, %(code)s, %(error)s
+      FROM moved
+), stale AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT %(id)s, 'stale_completion_rejected',
+           jsonb_build_object('op', 'fail', 'token', %(token)s::bigint, 'owner', %(owner)s)
+     WHERE NOT EXISTS (SELECT 1 FROM moved)
+)
+SELECT status, available_at FROM moved
+
+-- name: lease_release
+-- Give a held lease back unfinished (shutdown): pending now, the attempt not counted.
+WITH moved AS (
+    UPDATE fairsched.jobs AS j
+       SET status = 'pending', available_at = now(), lease_expires_at = NULL,
+           attempt_count = j.attempt_count - 1
+     WHERE j.id = %(id)s
+       AND j.status = 'running'
+       AND j.lease_owner = %(owner)s
+       AND j.lease_token = %(token)s
+       AND j.lease_expires_at > now()
+    RETURNING j.id, j.attempt_count, j.lease_token, j.lease_owner, j.started_at
+), audit AS (
+    INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at, outcome)
+    SELECT id, attempt_count + 1, lease_token, lease_owner, started_at, 'released' FROM moved
+), stale AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT %(id)s, 'stale_completion_rejected',
+           jsonb_build_object('op', 'release', 'token', %(token)s::bigint, 'owner', %(owner)s)
+     WHERE NOT EXISTS (SELECT 1 FROM moved)
+)
+SELECT id FROM moved
+
+-- name: recovery_sweep
+-- Move a bounded batch of expired leases back to pending (with backoff) or to dead
+-- when attempts are exhausted. Safe to run from many processes at once.
+WITH expired AS MATERIALIZED (
+    SELECT id, lease_owner, lease_token
+      FROM fairsched.jobs
+     WHERE status = 'running' AND lease_expires_at <= now()
+     ORDER BY lease_expires_at
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE fairsched.jobs AS j
+       SET status = CASE WHEN j.attempt_count >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+           available_at = CASE WHEN j.attempt_count >= j.max_attempts THEN j.available_at
+               ELSE now() + make_interval(secs => random() * least(q.backoff_max_seconds,
+                        q.backoff_base_seconds * power(2, least(j.attempt_count - 1, 60))))
+               END,
+           finished_at = CASE WHEN j.attempt_count >= j.max_attempts THEN now() END,
+           last_error_code = CASE
+               WHEN now() >= j.started_at + make_interval(secs => q.max_runtime_seconds)
+               THEN 'max_runtime_exceeded' ELSE 'lease_expired' END,
+           last_error = NULL,
+           lease_expires_at = NULL
+      FROM expired e, fairsched.queues q
+     WHERE j.id = e.id AND q.name = j.queue_name
+    RETURNING j.id, j.queue_name, j.status, j.attempt_count, e.lease_token, e.lease_owner,
+              j.started_at, j.last_error_code
+), audit AS (
+    INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at,
+                                    outcome, error_code)
+    SELECT id, attempt_count, lease_token, lease_owner, started_at, 'expired', last_error_code
+      FROM moved
+)
+SELECT id, queue_name, status FROM moved
+
+-- name: dead_list
+-- Dead jobs, newest first, optionally filtered by queue and tenant.
+SELECT id, queue_name, tenant, attempt_count, last_error_code, last_error, created_at,
+       finished_at
+  FROM fairsched.jobs
+ WHERE status = 'dead'
+   AND (%(queue)s::text IS NULL OR queue_name = %(queue)s)
+   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+ ORDER BY finished_at DESC, id DESC
+ LIMIT %(limit)s
+
+-- name: job_get
+-- One job with its current state (the payload included).
+SELECT id, queue_name, tenant, status, priority, payload, attempt_count, max_attempts,
+       lease_owner, lease_token, lease_expires_at, available_at, aggregate_key,
+       aggregate_seq, idempotency_key, last_error_code, last_error, created_at,
+       finished_at
+  FROM fairsched.jobs
+ WHERE id = %(id)s
+
+-- name: job_history
+-- Every recorded attempt and event of a job, oldest first.
+SELECT at, kind, detail FROM (
+    SELECT finished_at AS at, 'attempt' AS kind,
+           jsonb_build_object('attempt', attempt, 'token', lease_token, 'owner', lease_owner,
+                              'claimed_at', claimed_at, 'outcome', outcome,
+                              'error_code', error_code, 'error', error) AS detail
+      FROM fairsched.attempts WHERE job_id = %(id)s
+    UNION ALL
+    SELECT at, kind, detail FROM fairsched.job_events WHERE job_id = %(id)s
+) h
+ORDER BY at
+
+-- name: dead_replay
+-- Put a dead job back to pending with a fresh attempt budget, keeping its id and history.
+WITH moved AS (
+    UPDATE fairsched.jobs
+       SET status = 'pending', attempt_count = 0, available_at = now(), finished_at = NULL
+     WHERE id = %(id)s AND status = 'dead'
+    RETURNING id
+), event AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT id, 'replayed', jsonb_build_object('by', %(by)s::text) FROM moved
+)
+SELECT id FROM moved
+
+-- name: dead_discard
+-- Resolve a dead job without running it again; it stays in the table as discarded.
+WITH moved AS (
+    UPDATE fairsched.jobs
+       SET status = 'discarded'
+     WHERE id = %(id)s AND status = 'dead'
+    RETURNING id
+), event AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT id, 'discarded', jsonb_build_object('by', %(by)s::text) FROM moved
+)
+SELECT id FROM moved
+
+-- name: stale_completions_count
+-- How many completions were rejected because their lease no longer held.
+SELECT count(*) FROM fairsched.job_events WHERE kind = 'stale_completion_rejected'

@@ -1,0 +1,132 @@
+"""Test fixtures: a real PostgreSQL, and a fresh database per test cloned from a template.
+
+The server is ``$FAIRSCHED_TEST_DATABASE_URL`` when set, else an embedded server
+started under the system temp directory (reused across runs). Each test gets its
+own database created from a template that holds the migrated schema, so tests
+(including multi-process ones) never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from fairsched import Client, QueueSettings, Settings
+from fairsched.migrate import migrate, migrations_dir
+
+DB_PREFIX = "fairsched_test_"
+
+
+def _server_dsn() -> str:
+    url = os.environ.get("FAIRSCHED_TEST_DATABASE_URL")
+    if url:
+        return url
+    from fairsched.embedded import embedded_dsn
+
+    data_dir = Path(tempfile.gettempdir()) / f"fairsched-test-pg-{os.getuid()}"
+    return embedded_dsn(data_dir, database="postgres")
+
+
+def with_database(dsn: str, dbname: str) -> str:
+    """``dsn`` pointing at another database of the same server."""
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo(**params)
+
+
+def _migrations_hash() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(migrations_dir().glob("*.sql")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+@pytest.fixture(scope="session")
+def server_dsn() -> str:
+    """DSN of the test server's maintenance database."""
+    return _server_dsn()
+
+
+@pytest.fixture(scope="session")
+def template_db(server_dsn: str) -> str:
+    """Name of a database holding the migrated schema, keyed by the migrations' content."""
+    name = f"fairsched_tpl_{_migrations_hash()}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_advisory_lock(4242)")
+        try:
+            exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            if not exists:
+                building = name + "_build"
+                admin.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(building))
+                )
+                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(building)))
+                with psycopg.connect(with_database(server_dsn, building), autocommit=True) as conn:
+                    migrate(conn)
+                admin.execute(
+                    sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                        sql.Identifier(building), sql.Identifier(name)
+                    )
+                )
+        finally:
+            admin.execute("SELECT pg_advisory_unlock(4242)")
+    return name
+
+
+@pytest.fixture
+def fresh_db(server_dsn: str, template_db: str) -> Iterator[str]:
+    """DSN of a new database with the schema applied; dropped after the test."""
+    name = DB_PREFIX + uuid.uuid4().hex[:12]
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template_db)
+            )
+        )
+    try:
+        yield with_database(server_dsn, name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def empty_db(server_dsn: str) -> Iterator[str]:
+    """DSN of a new database without the fairsched schema (migration tests)."""
+    name = DB_PREFIX + uuid.uuid4().hex[:12]
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield with_database(server_dsn, name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+FAST_QUEUE = QueueSettings(
+    lease_seconds=30, backoff_base_seconds=0.0, backoff_max_seconds=0.0, max_attempts=3
+)
+
+
+@pytest.fixture
+def client(fresh_db: str) -> Iterator[Client]:
+    """A client on a fresh database with queue ``q`` declared (no retry delay)."""
+    with Client(fresh_db, settings=Settings(max_payload_bytes=4096)) as c:
+        c.declare_queue("q", FAST_QUEUE)
+        yield c
+
+
+@pytest.fixture
+def db(fresh_db: str) -> Iterator[psycopg.Connection]:
+    """An autocommit connection to the test database, for direct inspection."""
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        yield conn
