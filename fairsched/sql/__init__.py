@@ -1,7 +1,7 @@
-"""Named static queries, loaded once from ``queries.sql``.
+"""Named static queries, loaded once from the ``.sql`` files of this folder.
 
-Each query in the file starts with ``-- name: <name>`` followed by a one-line
-``-- <purpose>`` comment. Queries take psycopg named parameters.
+Each query starts with ``-- name: <name>`` followed by a one-line ``-- <purpose>``
+comment. Queries take psycopg named parameters. Names are unique across files.
 """
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
 def _load() -> dict[str, LiteralString]:
-    text = resources.files(__package__).joinpath("queries.sql").read_text("utf-8")
-    parts = _HEADER.split(text)[1:]
     queries: dict[str, LiteralString] = {}
-    for name, body in zip(parts[::2], parts[1::2], strict=True):
-        if name in queries:
-            raise RuntimeError(f"query {name!r} defined twice in queries.sql")
-        queries[name] = cast(LiteralString, body.strip())
+    for file in sorted(resources.files(__package__).iterdir(), key=lambda f: f.name):
+        if not file.name.endswith(".sql"):
+            continue
+        parts = _HEADER.split(file.read_text("utf-8"))[1:]
+        for name, body in zip(parts[::2], parts[1::2], strict=True):
+            if name in queries:
+                raise RuntimeError(f"query {name!r} is defined twice ({file.name})")
+            queries[name] = cast(LiteralString, body.strip())
     return queries
 
 
