@@ -6,7 +6,16 @@ shares, dead jobs, …) are served once per cluster by ``fairsched exporter``.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import platform
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from importlib import metadata
+from typing import Protocol
+
+from prometheus_client import Counter, Gauge, Histogram, Info
+
+OTHER_TENANT = "other"
+"""The label every tenant without a series of its own is counted under."""
 
 # Wait histograms reach well past 15 s: queues wait minutes.
 WAIT_BUCKETS = (
@@ -84,3 +93,80 @@ SLOTS_BUSY = Gauge("fairsched_worker_slots_busy", "Slots running a job per queue
 POOL_CONNECTIONS = Gauge(
     "fairsched_pool_connections", "Connections of this process's pool by state.", ["state"]
 )
+TENANT_CLAIMS = Counter(
+    "fairsched_tenant_claims_total",
+    'Jobs claimed per tenant (declared tenants by name, the rest as tenant="other").',
+    ["queue", "tenant"],
+)
+TENANT_WAIT_SECONDS = Histogram(
+    "fairsched_tenant_wait_seconds",
+    'Enqueue-to-start wait of first attempts per tenant (declared tenants, the rest as "other").',
+    ["queue", "tenant"],
+    buckets=WAIT_BUCKETS,
+)
+BUILD_INFO = Info("fairsched_build", "fairsched version and Python runtime of this process.")
+BUILD_INFO.info({"version": metadata.version("fairsched"), "python": platform.python_version()})
+
+
+class TenantLabels:
+    """Bounded tenant label values: declared tenants keep their name, the rest are "other".
+
+    Declared tenants are the ones in the configuration (``[tenants.NAME]``), so every
+    process labels a tenant the same way and the series count stays bounded by the
+    configuration, not by the number of tenants in the database.
+
+    >>> labels = TenantLabels(["acme", "globex"])
+    >>> labels("acme"), labels("initech")
+    ('acme', 'other')
+    """
+
+    def __init__(self, declared: Iterable[str], *, limit: int = 200) -> None:
+        self._declared = frozenset(sorted(declared)[:limit])
+
+    def __call__(self, tenant: str) -> str:
+        return tenant if tenant in self._declared else OTHER_TENANT
+
+
+class ClaimedJob(Protocol):
+    """What :func:`record_claims` reads from a lease."""
+
+    @property
+    def queue(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def started_at(self) -> datetime: ...
+
+
+def record_claims(leases: Sequence[ClaimedJob], labels: TenantLabels) -> None:
+    """Count claimed jobs per tenant, and the enqueue-to-start wait of first attempts.
+
+    Both timestamps are database time, so the wait does not depend on a worker's clock.
+    """
+    for lease in leases:
+        tenant = labels(lease.tenant)
+        TENANT_CLAIMS.labels(lease.queue, tenant).inc()
+        if lease.attempt == 1:
+            wait = (lease.started_at - lease.created_at).total_seconds()
+            TENANT_WAIT_SECONDS.labels(lease.queue, tenant).observe(max(wait, 0.0))
+
+
+class PoolStats(Protocol):
+    """What :func:`record_pool` reads: psycopg-pool's ``ConnectionPool``."""
+
+    def get_stats(self) -> dict[str, int]: ...
+
+
+def record_pool(pool: PoolStats) -> None:
+    """Set ``fairsched_pool_connections`` from a pool's statistics (idle, used, waiting)."""
+    stats = pool.get_stats()
+    size = stats.get("pool_size", 0)
+    idle = stats.get("pool_available", 0)
+    POOL_CONNECTIONS.labels("idle").set(idle)
+    POOL_CONNECTIONS.labels("used").set(max(size - idle, 0))
+    POOL_CONNECTIONS.labels("waiting").set(stats.get("requests_waiting", 0))
+    POOL_CONNECTIONS.labels("max").set(stats.get("pool_max", 0))

@@ -1,0 +1,94 @@
+-- name: exporter_queue_levels
+-- Per known queue and priority level: the oldest claimable job's available_at and the
+-- claimable count up to %(count_limit)s. Distinct levels are found by a loose index scan
+-- (one descent each, at most %(max_levels)s per queue); a queue without jobs yields one
+-- row with NULLs, so every declared queue is reported.
+WITH RECURSIVE levels AS (
+    SELECT q.name AS queue_name, 1 AS depth,
+           (SELECT j.priority FROM fairsched.jobs j
+             WHERE j.status = 'pending' AND j.queue_name = q.name
+             ORDER BY j.priority DESC LIMIT 1) AS priority
+      FROM fairsched.queues q
+    UNION ALL
+    SELECT l.queue_name, l.depth + 1,
+           (SELECT j.priority FROM fairsched.jobs j
+             WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND j.priority < l.priority
+             ORDER BY j.priority DESC LIMIT 1)
+      FROM levels l
+     WHERE l.priority IS NOT NULL AND l.depth < %(max_levels)s
+)
+SELECT l.queue_name, l.priority,
+       (SELECT j.available_at FROM fairsched.jobs j
+         WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND j.priority = l.priority
+           AND j.available_at <= now()
+         ORDER BY j.available_at LIMIT 1) AS oldest_available_at,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM fairsched.jobs j
+             WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND j.priority = l.priority
+               AND j.available_at <= now()
+             LIMIT %(count_limit)s) c) AS claimable
+  FROM levels l
+ WHERE l.priority IS NOT NULL OR l.depth = 1
+
+-- name: exporter_tenant_window
+-- Oldest claimable job per tenant among the %(window)s oldest claimable jobs of each
+-- (queue, priority level), levels found as in exporter_queue_levels.
+WITH RECURSIVE levels AS (
+    SELECT q.name AS queue_name, 1 AS depth,
+           (SELECT j.priority FROM fairsched.jobs j
+             WHERE j.status = 'pending' AND j.queue_name = q.name
+             ORDER BY j.priority DESC LIMIT 1) AS priority
+      FROM fairsched.queues q
+    UNION ALL
+    SELECT l.queue_name, l.depth + 1,
+           (SELECT j.priority FROM fairsched.jobs j
+             WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND j.priority < l.priority
+             ORDER BY j.priority DESC LIMIT 1)
+      FROM levels l
+     WHERE l.priority IS NOT NULL AND l.depth < %(max_levels)s
+)
+SELECT l.queue_name, w.tenant, min(w.available_at) AS oldest_available_at, count(*) AS seen
+  FROM levels l
+ CROSS JOIN LATERAL (
+        SELECT j.tenant, j.available_at FROM fairsched.jobs j
+         WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND j.priority = l.priority
+           AND j.available_at <= now()
+         ORDER BY j.available_at LIMIT %(window)s) w
+ WHERE l.priority IS NOT NULL
+ GROUP BY l.queue_name, w.tenant
+
+-- name: exporter_running
+-- Running jobs per queue and tenant (bounded by the workers' slots), with the leases
+-- that expire within %(near_seconds)s and those already expired but not yet recovered.
+SELECT queue_name, tenant, count(*) AS running,
+       count(*) FILTER (WHERE lease_expires_at > now()
+                          AND lease_expires_at <= now() + make_interval(secs => %(near_seconds)s))
+           AS near_expiry,
+       count(*) FILTER (WHERE lease_expires_at <= now()) AS expired
+  FROM fairsched.jobs
+ WHERE status = 'running'
+ GROUP BY queue_name, tenant
+
+-- name: exporter_dead
+-- Per known queue: unresolved dead jobs (counted up to %(count_limit)s) and the oldest
+-- one's finished_at, both from the dead index.
+SELECT q.name AS queue_name,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM fairsched.jobs j
+             WHERE j.status = 'dead' AND j.queue_name = q.name
+             LIMIT %(count_limit)s) c) AS dead,
+       (SELECT min(j.finished_at) FROM fairsched.jobs j
+         WHERE j.status = 'dead' AND j.queue_name = q.name) AS oldest_finished_at
+  FROM fairsched.queues q
+
+-- name: exporter_now
+-- Database time, the clock every age is measured against.
+SELECT now()
+
+-- name: exporter_transaction_setup
+-- One consistent, read-only snapshot per scrape.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
+
+-- name: exporter_statement_timeout
+-- Bound every statement of the scrape's transaction.
+SELECT set_config('statement_timeout', %(timeout_ms)s, true)
