@@ -96,6 +96,25 @@ def _run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return done
 
 
+def db_snapshot(conn: psycopg.Connection) -> dict[str, tuple[int, str]]:
+    """Row count and a digest of every row of every fairsched table (migrations excluded)."""
+    tables = conn.execute(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_schema = 'fairsched' AND table_type = 'BASE TABLE' "
+        "AND table_name <> 'schema_migrations' ORDER BY table_name"
+    ).fetchall()
+    snapshot = {}
+    for (table,) in tables:
+        row = conn.execute(
+            sql.SQL(
+                "SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM {} t"
+            ).format(sql.Identifier("fairsched", table))
+        ).fetchone()
+        assert row is not None
+        snapshot[table] = (row[0], row[1])
+    return snapshot
+
+
 def dsn_for(host: str, port: int, dbname: str) -> str:
     """A DSN for user ``postgres`` (trust auth) on ``host:port``."""
     return f"host={host} port={port} dbname={dbname} user=postgres connect_timeout=5"
