@@ -1,0 +1,56 @@
+"""The zero-setup path: without FAIRSCHED_DATABASE_URL the CLI starts, then reuses, an embedded server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_support import cli_process
+
+
+def postmaster_pid(data_dir: Path) -> int:
+    """The running server's pid, from the first line of ``postmaster.pid``."""
+    return int((data_dir / "postmaster.pid").read_text().splitlines()[0])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    """A data directory for a server the test starts; the server is stopped afterwards."""
+    path = tmp_path / "pgdata"
+    yield path
+    if (path / "postmaster.pid").exists():
+        pid = postmaster_pid(path)
+        os.kill(pid, signal.SIGINT)  # fast shutdown
+        deadline = time.monotonic() + 60
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def test_migrate_starts_the_embedded_server_then_reuses_it(data_dir: Path) -> None:
+    env = {"FAIRSCHED_DATA_DIR": str(data_dir)}
+    first = cli_process(["migrate"], env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("applied: 001_")
+    pid = postmaster_pid(data_dir)
+    assert alive(pid)
+
+    second = cli_process(["migrate"], env)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "schema is up to date"
+    assert postmaster_pid(data_dir) == pid
+
+    recovered = cli_process(["recover", "--json"], env)
+    assert recovered.returncode == 0, recovered.stderr
+    assert postmaster_pid(data_dir) == pid
