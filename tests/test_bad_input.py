@@ -8,6 +8,7 @@ Hostile-but-valid names (quotes, semicolons, unicode) must be stored verbatim.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import uuid
 from collections.abc import Callable
@@ -19,8 +20,10 @@ import pytest
 from fault_support import db_snapshot
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner, Result
 
 from fairsched import Client, JobSpec, QueueSettings, load_settings
+from fairsched.cli import app as cli_app
 from fairsched.errors import ConfigError, FairschedError, InvalidInput, PayloadTooLarge, UnknownQueue
 
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -400,3 +403,94 @@ def test_bad_environment_is_a_config_error(monkeypatch: pytest.MonkeyPatch, name
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError):
         load_settings()
+
+
+# -- the command line -----------------------------------------------------------------
+
+runner = CliRunner()
+
+
+def run_cli(dsn: str, *args: str, stdin: str | None = None) -> Result:
+    env = {"FAIRSCHED_DATABASE_URL": dsn, "FAIRSCHED_MAX_PAYLOAD_BYTES": "4096", "FAIRSCHED_CONFIG": None}
+    return runner.invoke(cli_app, list(args), env=env, input=stdin)
+
+
+def cli_rejects(db: psycopg.Connection, dsn: str, *args: str, mentions: str = "", status: int = 1) -> None:
+    """The command exits with ``status`` and one clear line on stderr, and writes nothing."""
+    before = db_snapshot(db)
+    result = run_cli(dsn, *args)
+    assert result.exit_code == status, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    if status == 1:
+        assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert mentions in result.stderr
+    assert_unchanged(db, before)
+
+
+@FEW
+@given(text=st.text(max_size=60).filter(lambda t: not t.startswith("@") and not _is_json(t)))
+@example(text="{'single': 'quotes'}")
+@example(text='{"a": 1,}')
+def test_cli_non_json_payload_is_refused(client: Client, db: psycopg.Connection, text: str) -> None:
+    cli_rejects(
+        db, client.dsn, "enqueue", "--queue", "q", "--tenant", "t", "--payload", text, mentions="JSON"
+    )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+@FEW
+@given(queue=bad_queue_names.filter(lambda q: "\x00" not in q and not q.startswith("-")))
+def test_cli_hostile_queue_is_refused(client: Client, db: psycopg.Connection, queue: str) -> None:
+    cli_rejects(db, client.dsn, "enqueue", "--queue", queue, "--tenant", "t", mentions="queue")
+
+
+@pytest.mark.parametrize(
+    "args, mentions, status",
+    [
+        (["--queue", "nope"], "unknown queue", 1),
+        (["--payload", "NaN"], "payload", 1),
+        (["--payload", '{"x": "' + "y" * 5000 + '"}'], "4096", 1),
+        (["--payload", "@/nonexistent/payload.json"], "cannot read", 1),
+        (["--tenant", "a\tb"], "tenant", 1),
+        (["--tenant", "x" * 129], "tenant", 1),
+        (["--priority", "abc"], "priority", 2),
+        (["--priority", str(2**40)], "priority", 1),
+        (["--aggregate-key", "k", "--aggregate-seq", "-1"], "aggregate_seq", 1),
+        (["--aggregate-key", "k"], "aggregate", 1),
+        (["--max-attempts", "0"], "max_attempts", 1),
+        (["--run-at", "tomorrow"], "ISO 8601", 1),
+        (["--run-at", "2030-01-01T00:00:00"], "time zone", 1),
+    ],
+)
+def test_cli_bad_enqueue_arguments(
+    client: Client, db: psycopg.Connection, args: list[str], mentions: str, status: int
+) -> None:
+    base = {"--queue": "q", "--tenant": "t"}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        base[flag] = value
+    flat = [part for pair in base.items() for part in pair]
+    cli_rejects(db, client.dsn, "enqueue", *flat, mentions=mentions, status=status)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[queues.q\nlease_seconds = 1\n",
+        "[queues.q]\nlease_seconds = -1\n",
+        '[queues."q;drop"]\n',
+        "[queues.q]\nlease_seconds = 1\n[queues.r]\nmax_attempts = 0\n",
+    ],
+)
+def test_cli_config_apply_with_a_broken_file_changes_nothing(
+    client: Client, db: psycopg.Connection, tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "fairsched.toml"
+    path.write_text(text, "utf-8")
+    cli_rejects(db, client.dsn, "config", "apply", str(path), mentions=str(path))
