@@ -1,0 +1,406 @@
+"""``fairsched bench``: the performance bar of DESIGN.md §7, measured side by side in one run.
+
+Each scenario runs on scratch databases of one PostgreSQL server (the embedded
+one by default) and reports ratios against a reference measured in the same
+run. Every figure is the median over ``repeats`` runs, with min and max.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from fairsched import peers
+from fairsched.client import Client
+from fairsched.enqueue import JobSpec
+from fairsched.settings import QueueSettings
+from fairsched.sql import QUERIES
+
+QUEUE = "bench"
+
+
+@dataclass
+class Figure:
+    """One measured line of the results table."""
+
+    scenario: str
+    name: str
+    unit: str
+    samples: list[float] = field(default_factory=list)
+    bar: str = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples) if self.samples else float("nan")
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(
+            median=self.median, min=min(self.samples, default=None), max=max(self.samples, default=None)
+        )
+        return data
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to run and how big."""
+
+    admin_dsn: str
+    jobs: int = 20_000
+    workers: int = 2
+    slots: int = 16
+    repeats: int = 3
+    policies: tuple[str, ...] = ("weighted", "aging", "serial")
+
+
+# -- scratch databases and workers --------------------------------------------
+
+
+@contextmanager
+def scratch_db(admin_dsn: str, *, migrate: bool = True) -> Iterator[str]:
+    """A new database on the bench server (migrated), dropped afterwards."""
+    name = "fairsched_bench_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    params = conninfo_to_dict(admin_dsn)
+    params["dbname"] = name
+    dsn = make_conninfo("", **params)
+    try:
+        if migrate:
+            with Client(dsn) as client:
+                client.migrate()
+        yield dsn
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def declare_bench_queue(client: Client, policies: Sequence[str]) -> None:
+    """The bench queue: no NOTIFY (high enqueue rate), the given policy stack."""
+    fields = QueueSettings.model_fields
+    extra: dict[str, Any] = {"policies": list(policies)} if "policies" in fields else {}
+    client.declare_queue(QUEUE, QueueSettings(notify=False, lease_seconds=60, **extra))
+
+
+@contextmanager
+def worker_processes(dsn: str, count: int, slots: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` real ``fairsched worker`` processes on the bench queue; SIGTERM on exit."""
+    env = {
+        **os.environ,
+        "FAIRSCHED_DATABASE_URL": dsn,
+        "FAIRSCHED_POLL_INTERVAL_SECONDS": "0.05",
+        "FAIRSCHED_RECOVERY_INTERVAL_SECONDS": "5",
+    }
+    env.pop("FAIRSCHED_CONFIG", None)
+    cmd = [
+        sys.executable,
+        "-m",
+        "fairsched",
+        "worker",
+        "--app",
+        "fairsched.benchapp:app",
+        "--queue",
+        f"{QUEUE}={slots}",
+    ]
+    procs = [
+        subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(count)
+    ]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def wait_succeeded(dsn: str, target: int, timeout: float = 600.0) -> None:
+    """Poll until ``target`` bench jobs have succeeded."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(QUERIES["bench_succeeded"], {"queue": QUEUE}).fetchone()
+            if row and row[0] >= target:
+                return
+            time.sleep(0.1)
+    raise TimeoutError(f"bench jobs did not finish within {timeout:.0f} s")
+
+
+def enqueue_jobs(client: Client, specs: Sequence[JobSpec], batch: int = 1000) -> None:
+    """Enqueue ``specs`` in batches (one statement each)."""
+    for start in range(0, len(specs), batch):
+        client.enqueue_many(QUEUE, specs[start : start + batch])
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by nearest rank."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+# -- scenario: end-to-end no-op throughput -----------------------------------
+
+
+def fairsched_e2e(cfg: BenchConfig) -> float:
+    """Jobs/s from the first claim to the last completion, real worker processes."""
+    with scratch_db(cfg.admin_dsn) as dsn:
+        with Client(dsn) as client:
+            declare_bench_queue(client, cfg.policies)
+            enqueue_jobs(client, [JobSpec({}, f"t{n % 10}") for n in range(cfg.jobs)])
+        with worker_processes(dsn, cfg.workers, cfg.slots):
+            wait_succeeded(dsn, cfg.jobs)
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute(QUERIES["bench_window"], {"queue": QUEUE}).fetchone()
+    assert row is not None
+    return float(row[0]) / float(row[1])
+
+
+def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
+    """(3) and (7): fairsched vs a plain SKIP LOCKED loop vs the peers, no-op jobs."""
+    ours = Figure("e2e", "fairsched jobs/s (" + "+".join(cfg.policies) + ")", "jobs/s")
+    plain = Figure("e2e", "plain SKIP LOCKED loop, 50/txn, jobs/s", "jobs/s")
+    ratio = Figure("e2e", "fairsched / plain loop", "ratio", bar=">= 0.6")
+    available = peers.peers_available()
+    peer_figs = {
+        name: (
+            Figure("e2e", f"{name} jobs/s", "jobs/s"),
+            Figure("e2e", f"fairsched / {name}", "ratio", bar=">= 2"),
+        )
+        for name, ok in available.items()
+        if ok
+    }
+    for _ in range(cfg.repeats):
+        ours_rate = fairsched_e2e(cfg)
+        ours.samples.append(ours_rate)
+        with scratch_db(cfg.admin_dsn, migrate=False) as dsn:
+            plain_rate = peers.plain_loop(dsn, jobs=cfg.jobs, workers=cfg.workers * 2).per_second
+        plain.samples.append(plain_rate)
+        ratio.samples.append(ours_rate / plain_rate)
+        for name, (fig, fig_ratio) in peer_figs.items():
+            runner: Callable[..., peers.Throughput] = (
+                peers.pgqueuer_run if name == "pgqueuer" else peers.procrastinate_run
+            )
+            jobs = cfg.jobs if name == "pgqueuer" else max(1000, cfg.jobs // 10)
+            with scratch_db(cfg.admin_dsn, migrate=False) as dsn:
+                rate = runner(dsn, jobs=jobs, workers=cfg.workers).per_second
+            fig.samples.append(rate)
+            fig_ratio.samples.append(ours_rate / rate)
+    figures.extend([ours, plain, ratio])
+    for fig, fig_ratio in peer_figs.values():
+        figures.extend([fig, fig_ratio])
+
+
+# -- scenario: noisy neighbour ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoisyRun:
+    """Waits of the small tenants and the big tenant's throughput in one run."""
+
+    small_waits: list[float]
+    big_rate: float
+
+
+def noisy_run(
+    cfg: BenchConfig,
+    *,
+    small: bool,
+    flood: bool,
+    seconds: float = 15.0,
+    small_tenants: int = 5,
+    small_rate: float = 10.0,
+    job_ms: int = 2,
+) -> NoisyRun:
+    """Small tenants arriving at ``small_rate`` jobs/s each and/or one tenant with a backlog
+    of 100x a small tenant's volume; waits from the database, over ``seconds``."""
+    per_small = int(small_rate * seconds)
+    with scratch_db(cfg.admin_dsn) as dsn, Client(dsn) as client:
+        declare_bench_queue(client, cfg.policies)
+        if flood:
+            enqueue_jobs(client, [JobSpec({"ms": job_ms}, "big") for _ in range(100 * per_small)])
+        stop = threading.Event()
+
+        def produce() -> None:
+            interval = 1.0 / small_rate
+            for _ in range(per_small):
+                if stop.is_set():
+                    return
+                batch = [JobSpec({"ms": job_ms}, f"small{n}") for n in range(small_tenants)]
+                client.enqueue_many(QUEUE, batch)
+                time.sleep(interval)
+
+        with worker_processes(dsn, cfg.workers, cfg.slots):
+            started = time.time()
+            producer = threading.Thread(target=produce) if small else None
+            if producer:
+                producer.start()
+                producer.join()
+            else:
+                time.sleep(seconds)
+            window_end = time.time()
+            if small:
+                wait_small_done(dsn, small_tenants * per_small)
+            stop.set()
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute(QUERIES["bench_waits"], {"queue": QUEUE}).fetchall()
+    waits = [float(w) for tenant, w, _c, _f in rows if tenant != "big"]
+    big_done = sum(
+        1
+        for tenant, _w, _c, finished in rows
+        if tenant == "big" and finished is not None and started <= float(finished) <= window_end
+    )
+    return NoisyRun(waits, big_done / (window_end - started))
+
+
+def wait_small_done(dsn: str, target: int, timeout: float = 300.0) -> None:
+    """Poll until ``target`` small-tenant jobs have been claimed."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(QUERIES["bench_claimed_except"], {"queue": QUEUE, "tenant": "big"}).fetchone()
+            if row and row[0] >= target:
+                return
+            time.sleep(0.1)
+
+
+def scenario_noisy(cfg: BenchConfig, figures: list[Figure], plots: dict[str, Any]) -> None:
+    """(4): small tenants' p50/p99 wait with and without one tenant flooding 100x their volume,
+    and the flooding tenant's throughput during the flood vs alone (work conservation)."""
+    p50_base = Figure("noisy", "small tenants p50 wait, no flood", "s")
+    p99_base = Figure("noisy", "small tenants p99 wait, no flood", "s")
+    p50_flood = Figure("noisy", "small tenants p50 wait, flood", "s")
+    p99_flood = Figure("noisy", "small tenants p99 wait, flood", "s")
+    p99_ratio = Figure("noisy", "p99 wait flood / no flood", "ratio", bar="<= 2")
+    big_alone = Figure("noisy", "flooding tenant alone", "jobs/s")
+    big_flood = Figure("noisy", "flooding tenant during flood", "jobs/s")
+    conserve = Figure("noisy", "flood throughput during / alone", "ratio", bar=">= 0.8")
+    for _ in range(cfg.repeats):
+        base = noisy_run(cfg, small=True, flood=False)
+        mixed = noisy_run(cfg, small=True, flood=True)
+        alone = noisy_run(cfg, small=False, flood=True)
+        p50_base.samples.append(percentile(base.small_waits, 0.5))
+        p99_base.samples.append(percentile(base.small_waits, 0.99))
+        p50_flood.samples.append(percentile(mixed.small_waits, 0.5))
+        p99_flood.samples.append(percentile(mixed.small_waits, 0.99))
+        p99_ratio.samples.append(percentile(mixed.small_waits, 0.99) / percentile(base.small_waits, 0.99))
+        big_alone.samples.append(alone.big_rate)
+        big_flood.samples.append(mixed.big_rate)
+        conserve.samples.append(mixed.big_rate / alone.big_rate)
+        plots["noisy_waits"] = {"no flood": base.small_waits, "flood": mixed.small_waits}
+    figures.extend([p50_base, p99_base, p50_flood, p99_flood, p99_ratio, big_alone, big_flood, conserve])
+
+
+# -- scenario: weighted shares ------------------------------------------------
+
+
+def scenario_shares(cfg: BenchConfig, figures: list[Figure], claims: int = 10_000) -> None:
+    """(5): shares of the first ``claims`` claims for weights 1:2:5 under saturation."""
+    weights = {"w1": 1.0, "w2": 2.0, "w5": 5.0}
+    total = sum(weights.values())
+    figs = {
+        t: Figure(
+            "shares",
+            f"tenant {t} share (entitled {100 * w / total:.1f}%)",
+            "%",
+            bar=f"{100 * w / total:.1f} ± 2",
+        )
+        for t, w in weights.items()
+    }
+    for _ in range(cfg.repeats):
+        with scratch_db(cfg.admin_dsn) as dsn, Client(dsn) as client:
+            declare_bench_queue(client, ("weighted",))
+            set_weight = getattr(client, "tenant_weight_set", None)
+            for tenant, weight in weights.items():
+                if set_weight is not None:
+                    set_weight(QUEUE, tenant, weight)
+                enqueue_jobs(client, [JobSpec({}, tenant) for _ in range(claims)])
+            with worker_processes(dsn, cfg.workers, cfg.slots):
+                wait_succeeded(dsn, claims)
+            with psycopg.connect(dsn) as conn:
+                params = {"queue": QUEUE, "limit": claims}
+                rows = conn.execute(QUERIES["bench_first_claims"], params).fetchall()
+        for tenant, fig in figs.items():
+            fig.samples.append(100.0 * sum(1 for (t,) in rows if t == tenant) / len(rows))
+    figures.extend(figs.values())
+
+
+# -- scenario: worker memory --------------------------------------------------
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process, from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def scenario_memory(cfg: BenchConfig, figures: list[Figure]) -> None:
+    """(6): resident memory of one worker process with 64 busy slots."""
+    fig = Figure("memory", "worker RSS at 64 slots", "MB", bar="<= 150")
+    for _ in range(cfg.repeats):
+        with scratch_db(cfg.admin_dsn) as dsn:
+            with Client(dsn) as client:
+                declare_bench_queue(client, cfg.policies)
+                enqueue_jobs(client, [JobSpec({"ms": 50}, f"t{n % 64}") for n in range(5000)])
+            with worker_processes(dsn, 1, 64) as [proc]:
+                wait_succeeded(dsn, 1000)
+                peak = 0.0
+                for _ in range(5):
+                    peak = max(peak, rss_mb(proc.pid))
+                    time.sleep(0.2)
+                fig.samples.append(peak)
+    figures.append(fig)
+
+
+# -- running and reporting ----------------------------------------------------
+
+SCENARIOS = ("e2e", "noisy", "shares", "memory")
+
+
+def run(cfg: BenchConfig, scenarios: Sequence[str]) -> tuple[list[Figure], dict[str, Any]]:
+    """Run the chosen scenarios; returns the figures and the raw data for plots."""
+    figures: list[Figure] = []
+    plots: dict[str, Any] = {}
+    for name in scenarios:
+        if name == "e2e":
+            scenario_e2e(cfg, figures)
+        elif name == "noisy":
+            scenario_noisy(cfg, figures, plots)
+        elif name == "shares":
+            scenario_shares(cfg, figures)
+        elif name == "memory":
+            scenario_memory(cfg, figures)
+        else:
+            raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    return figures, plots
+
+
+def to_json(figures: Sequence[Figure], cfg: BenchConfig) -> str:
+    """The results as JSON (configuration without the DSN)."""
+    config = {k: v for k, v in asdict(cfg).items() if k != "admin_dsn"}
+    return json.dumps({"config": config, "figures": [f.as_dict() for f in figures]}, indent=2)

@@ -1,0 +1,33 @@
+-- name: bench_window
+-- Jobs succeeded, and the window from the first claim to the last completion.
+SELECT count(*) FILTER (WHERE j.status = 'succeeded'),
+       extract(epoch FROM max(j.finished_at) - min(a.claimed_at))
+  FROM fairsched.jobs j
+  LEFT JOIN fairsched.attempts a ON a.job_id = j.id AND a.attempt = 1
+ WHERE j.queue_name = %(queue)s
+
+-- name: bench_succeeded
+-- How many jobs of a queue have succeeded.
+SELECT count(*) FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'succeeded'
+
+-- name: bench_waits
+-- Enqueue-to-first-claim wait of every job claimed, per tenant, with its claim time.
+SELECT j.tenant, extract(epoch FROM a.claimed_at - j.created_at) AS wait,
+       extract(epoch FROM a.claimed_at) AS claimed, extract(epoch FROM j.finished_at) AS finished
+  FROM fairsched.jobs j
+  JOIN fairsched.attempts a ON a.job_id = j.id AND a.attempt = 1
+ WHERE j.queue_name = %(queue)s
+
+-- name: bench_first_claims
+-- The tenants of the first claims of a queue, in claim order.
+SELECT j.tenant
+  FROM fairsched.attempts a
+  JOIN fairsched.jobs j ON j.id = a.job_id
+ WHERE j.queue_name = %(queue)s AND a.attempt = 1
+ ORDER BY a.claimed_at, a.job_id
+ LIMIT %(limit)s
+
+-- name: bench_claimed_except
+-- How many jobs of a queue, other than one tenant's, have left pending.
+SELECT count(*) FROM fairsched.jobs
+ WHERE queue_name = %(queue)s AND tenant <> %(tenant)s AND status <> 'pending'
