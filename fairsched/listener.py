@@ -1,0 +1,75 @@
+"""Wake-ups: a dedicated ``LISTEN`` connection that nudges the claimers.
+
+A notification is only a hint: claimers always re-query the table, and they
+poll on their own every ``poll_interval_seconds``, so a dropped listener slows
+nothing but latency. The listener reconnects with jittered, capped backoff and
+wakes every claimer after each (re)connect, for what it may have missed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from fairsched.db import connect, operation, redact
+from fairsched.errors import DatabaseError
+from fairsched.sql import QUERIES
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "fairsched_jobs"
+APPLICATION_NAME = "fairsched-listener"
+"""The listener's ``application_name`` in ``pg_stat_activity``."""
+
+
+def backoff_delay(attempt: int, *, base: float = 0.1, cap: float = 10.0) -> float:
+    """Delay before retry number ``attempt`` (from 0): exponential, capped, jittered."""
+    ceiling: float = min(cap, base * 2.0 ** min(attempt, 30))
+    return ceiling * random.uniform(0.5, 1.0)
+
+
+class Listener:
+    """Calls ``wake(queue)`` for each notification, and ``wake(None)`` after each connect."""
+
+    def __init__(self, dsn: str, wake: Callable[[str | None], None], *, max_backoff: float = 10.0) -> None:
+        self._dsn = make_conninfo(dsn, application_name=APPLICATION_NAME)
+        self._wake = wake
+        self._max_backoff = max_backoff
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fairsched-listener", daemon=True)
+
+    def start(self) -> None:
+        """Start listening in a background thread."""
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop listening and wait for the thread."""
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                self._listen()
+            except (DatabaseError, psycopg.Error) as e:
+                delay = backoff_delay(failures, cap=self._max_backoff)
+                log.warning("listener disconnected (%s); reconnecting in %.1fs", redact(str(e)), delay)
+                failures += 1
+                self._stop.wait(delay)
+            else:
+                failures = 0
+
+    def _listen(self) -> None:
+        with connect(self._dsn) as conn:
+            with operation("jobs_listen"):
+                conn.execute(QUERIES["jobs_listen"])
+            self._wake(None)
+            while not self._stop.is_set():
+                for notify in conn.notifies(timeout=0.5):
+                    self._wake(notify.payload)

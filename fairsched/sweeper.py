@@ -1,0 +1,62 @@
+"""The recovery sweeper: moves expired leases on, from inside every worker process.
+
+Each process sweeps every ``recovery_interval_seconds`` with ±50% jitter (and a
+random first delay) so many workers do not sweep in lockstep; the sweep itself
+is safe to run from many processes at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+
+import psycopg
+
+from fairsched import metrics
+from fairsched.client import Client
+from fairsched.db import redact
+from fairsched.errors import DatabaseError
+
+log = logging.getLogger(__name__)
+
+ALL_QUEUES = "_all"
+"""Label of lease expirations: a sweep reports totals, not per-queue counts."""
+
+
+class Sweeper:
+    """Runs :meth:`Client.recover` periodically in a background thread."""
+
+    def __init__(self, client: Client, interval: float) -> None:
+        if not interval > 0:
+            raise ValueError("recovery interval must be positive")
+        self._client = client
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fairsched-sweeper", daemon=True)
+
+    def start(self) -> None:
+        """Start sweeping in a background thread."""
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop sweeping and wait for a sweep in progress."""
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        delay = random.uniform(0, self._interval)
+        while not self._stop.wait(delay):
+            delay = self._interval * random.uniform(0.5, 1.5)
+            self.sweep()
+
+    def sweep(self) -> None:
+        """One sweep; database errors are logged and retried at the next interval."""
+        try:
+            result = self._client.recover()
+        except (DatabaseError, psycopg.Error) as e:
+            log.warning("recovery sweep failed (%s); retrying later", redact(str(e)))
+            return
+        if result.total:
+            metrics.LEASE_EXPIRATIONS.labels(ALL_QUEUES).inc(result.total)
+            log.info("recovered expired leases: %d retried, %d dead", result.retried, result.dead)
