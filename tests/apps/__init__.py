@@ -1,0 +1,1 @@
+"""Handler modules that test worker processes run (``--app apps.probe:app``)."""
