@@ -153,20 +153,3 @@ def record_claims(leases: Sequence[ClaimedJob], labels: TenantLabels) -> None:
         if lease.attempt == 1:
             wait = (lease.started_at - lease.created_at).total_seconds()
             TENANT_WAIT_SECONDS.labels(lease.queue, tenant).observe(max(wait, 0.0))
-
-
-class PoolStats(Protocol):
-    """What :func:`record_pool` reads: psycopg-pool's ``ConnectionPool``."""
-
-    def get_stats(self) -> dict[str, int]: ...
-
-
-def record_pool(pool: PoolStats) -> None:
-    """Set ``fairsched_pool_connections`` from a pool's statistics (idle, used, waiting)."""
-    stats = pool.get_stats()
-    size = stats.get("pool_size", 0)
-    idle = stats.get("pool_available", 0)
-    POOL_CONNECTIONS.labels("idle").set(idle)
-    POOL_CONNECTIONS.labels("used").set(max(size - idle, 0))
-    POOL_CONNECTIONS.labels("waiting").set(stats.get("requests_waiting", 0))
-    POOL_CONNECTIONS.labels("max").set(stats.get("pool_max", 0))
