@@ -354,6 +354,32 @@ def exporter(
     serve(settings, dsn=client.dsn, host=host, port=port)
 
 
+@app.command()
+def demo(
+    jobs: int | None = typer.Option(
+        None, "--jobs", min=1, help="jobs (default 3000; 400 --quick)"
+    ),
+    workers: int = typer.Option(2, "--workers", min=1, max=16, help="worker processes"),
+    slots: int = typer.Option(4, "--slots", min=1, max=64, help="slots per worker process"),
+    quick: bool = typer.Option(False, "--quick", help="a run of a few seconds"),
+    config: str | None = ConfigOption,
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> None:
+    """Run a multi-tenant workload end to end on real workers and show what happened.
+
+    Uses the embedded PostgreSQL unless FAIRSCHED_DATABASE_URL is set.
+    """
+    from fairsched import demo as demo_run
+
+    plan = demo_run.DemoPlan.make(jobs=jobs, workers=workers, slots=slots, quick=quick)
+    console = Console(stderr=as_json)
+    report = demo_run.run_demo(load_settings(config), plan, console)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        demo_run.print_report(report, console)
+
+
 def main() -> None:
     """Entry point of the console script."""
     app()

@@ -1,0 +1,110 @@
+"""``fairsched demo``: real worker processes run the whole workload, and nothing is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+from cli_support import REPO
+
+from fairsched.demo import FLOOD_TENANT, QUEUE, DemoPlan, workload
+
+DEAD = {"globex": 1, "initech": 1}
+"""The demo's permanent failure (globex) and the job that exhausts its unknown-error budget (initech)."""
+
+
+def run_demo(dsn: str, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``fairsched demo ARGS`` as its own process; returns the result and the process id."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSCHED_")}
+    env["FAIRSCHED_DATABASE_URL"] = dsn
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fairsched.cli", "demo", *args],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = proc.communicate(timeout=240)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
+
+
+def table_rows(output: str) -> dict[str, list[str]]:
+    """The body rows of the report's table, by tenant."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [cell.strip() for cell in line.strip("│ ").split("│")]
+        if line.startswith("│") and len(cells) == 8:
+            rows[cells[0]] = cells
+    return rows
+
+
+def assert_nothing_left_running(dsn: str, demo_pid: int) -> None:
+    """No worker of that demo run is alive, and none holds a connection."""
+    owner = f"demo-{demo_pid}-"
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            assert owner.encode() not in cmdline.read_bytes()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name IN ('fairsched-worker', 'fairsched-listener')"
+        ).fetchone()
+    assert row == (0,)
+
+
+def test_demo_quick_runs_every_tenant_to_the_end(fresh_db: str) -> None:
+    result, pid = run_demo(fresh_db, "--quick")
+    assert result.returncode == 0, result.stderr + result.stdout
+
+    expected = Counter(job.tenant for job in workload(DemoPlan.make(quick=True)))
+    rows = table_rows(result.stdout)
+    assert set(rows) == set(expected)
+    for tenant, jobs in expected.items():
+        dead = DEAD.get(tenant, 0)
+        assert rows[tenant][:4] == [tenant, str(jobs), str(jobs - dead), str(dead)], result.stdout
+    assert "stale completions rejected: 0" in result.stdout
+
+    with psycopg.connect(fresh_db) as conn:
+        statuses = dict(
+            conn.execute(
+                "SELECT status, count(*) FROM fairsched.jobs WHERE queue_name = %s GROUP BY status", (QUEUE,)
+            ).fetchall()
+        )
+    assert statuses == {"succeeded": sum(expected.values()) - 2, "dead": 2}
+    assert_nothing_left_running(fresh_db, pid)
+
+
+def test_demo_json_report(fresh_db: str) -> None:
+    result, pid = run_demo(fresh_db, "--jobs", "60", "--workers", "1", "--slots", "2", "--json")
+    assert result.returncode == 0, result.stderr + result.stdout
+    report = json.loads(result.stdout)
+    tenants = {row["tenant"]: row for row in report["tenants"]}
+    assert sum(row["jobs"] for row in tenants.values()) == 60
+    assert {name: row["dead"] for name, row in tenants.items() if row["dead"]} == DEAD
+    assert all(row["succeeded"] + row["dead"] == row["jobs"] for row in tenants.values())
+    assert sum(row["retries"] for row in tenants.values()) > 0
+    assert tenants[FLOOD_TENANT]["jobs"] == 42
+    assert report["aggregate_seqs"] == [1, 2, 3, 4, 5]
+
+    with psycopg.connect(fresh_db) as conn:
+        dead = conn.execute(
+            "SELECT payload->>'poison', payload->>'bug' FROM fairsched.jobs WHERE id = ANY(%s) ORDER BY id",
+            (report["dead_ids"],),
+        ).fetchall()
+    assert sorted(dead, key=str) == sorted([(None, "true"), ("true", None)], key=str)
+    assert_nothing_left_running(fresh_db, pid)
+
+
+def test_demo_refuses_bad_options(fresh_db: str) -> None:
+    result, _ = run_demo(fresh_db, "--jobs", "5")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "error: the demo needs at least 21 jobs, one worker and one slot"
+    assert run_demo(fresh_db, "--workers", "0")[0].returncode == 2
