@@ -356,9 +356,7 @@ def exporter(
 
 @app.command()
 def demo(
-    jobs: int | None = typer.Option(
-        None, "--jobs", min=1, help="jobs (default 3000; 400 --quick)"
-    ),
+    jobs: int | None = typer.Option(None, "--jobs", min=1, help="jobs (default 3000; 400 --quick)"),
     workers: int = typer.Option(2, "--workers", min=1, max=16, help="worker processes"),
     slots: int = typer.Option(4, "--slots", min=1, max=64, help="slots per worker process"),
     quick: bool = typer.Option(False, "--quick", help="a run of a few seconds"),
