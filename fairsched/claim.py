@@ -3,12 +3,22 @@
 Candidates are locked with ``FOR UPDATE SKIP LOCKED`` in a ``MATERIALIZED``
 CTE (so the planner cannot update more rows than the limit), then moved to
 ``running`` with ``attempt_count + 1``, ``lease_token + 1`` and an expiry in
-database time. The statement is composed with :mod:`psycopg.sql` from the
-queue's ordering and cached per shape.
+database time. One composer renders a queue's policy stack into that
+statement with :mod:`psycopg.sql`, cached per stack. Two shapes exist:
+
+- **job-first**: one index-ordered scan of the queue's pending jobs in the
+  stack's job order, stopping at the first ``limit`` claimable rows;
+- **tenant-first** (a policy orders tenants): the lowest-``pass`` active
+  tenants from ``tenant_shares_pass_idx``, a quota per tenant by stride
+  (the ``limit`` smallest virtual finish tags), then per tenant an
+  index-ordered scan of its pending jobs; the tenants' ``pass`` and
+  ``running`` advance in the same statement, and a tenant over its cap
+  gets nothing. See ``docs/claim-design.md``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 import psycopg
@@ -16,55 +26,143 @@ from psycopg import sql
 from psycopg.rows import class_row
 
 from fairsched.db import operation
-from fairsched.lease import Lease
+from fairsched.lease import Lease, tenants_deactivate_dry
+from fairsched.policy import OrderTerm, Policy, queue_stack, resolve
 
 MAX_BATCH = 1000
 """Upper bound of one claim's batch."""
 
-FIFO_ORDER: tuple[str, ...] = ("priority DESC", "available_at", "id")
+DRY_RETRIES = 3
+"""Tenant-first claims that came back short retry after taking dry tenants out."""
 
+FIFO_ORDER: tuple[OrderTerm, ...] = (
+    OrderTerm("priority", descending=True),
+    OrderTerm("available_at"),
+    OrderTerm("id"),
+)
 
-@lru_cache(maxsize=64)
-def compose_claim(order: tuple[str, ...] = FIFO_ORDER) -> sql.Composed:
-    """The claim statement for one ordering of ``jobs_claimable_idx``-style columns."""
-    order_by = sql.SQL(", ").join(_order_term(term) for term in order)
-    return sql.SQL(
-        """WITH q AS (
+_JOB_FIRST = """WITH q AS (
     SELECT lease_seconds, max_runtime_seconds FROM fairsched.queues WHERE name = %(queue)s
 ), candidate AS MATERIALIZED (
-    SELECT id
-      FROM fairsched.jobs
-     WHERE queue_name = %(queue)s AND status = 'pending' AND available_at <= now()
-     ORDER BY {order_by}
+    SELECT j.id
+      FROM fairsched.jobs AS j
+     WHERE j.queue_name = %(queue)s AND j.status = 'pending' AND j.available_at <= now(){filters}
+     ORDER BY {order}
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
 )
 UPDATE fairsched.jobs AS j
-   SET status = 'running',
+   SET {set_running}
+  FROM candidate c, q
+ WHERE j.id = c.id
+RETURNING {returning}"""
+
+_TENANT_FIRST = """WITH q AS (
+    SELECT lease_seconds, max_runtime_seconds, charge, tenant_cap
+      FROM fairsched.queues WHERE name = %(queue)s
+), tenants AS MATERIALIZED (
+    SELECT t.tenant, t.weight, t.pass,
+           CASE WHEN q.charge = 'runtime' THEN t.runtime_estimate ELSE 1 END AS cost,
+           least(%(limit)s, coalesce(t.cap, q.tenant_cap, %(limit)s + t.running) - t.running) AS room
+      FROM fairsched.tenant_shares AS t, q
+     WHERE t.queue_name = %(queue)s AND t.active
+       AND t.running < coalesce(t.cap, q.tenant_cap, t.running + 1)
+     ORDER BY t.pass, t.tenant
+     LIMIT %(limit)s
+), quota AS MATERIALIZED (
+    SELECT s.tenant, count(*)::int AS n
+      FROM (SELECT t.tenant
+              FROM tenants AS t CROSS JOIN LATERAL generate_series(1, t.room) AS k(k)
+             ORDER BY t.pass + k.k * t.cost / t.weight, t.tenant
+             LIMIT %(limit)s) AS s
+     GROUP BY s.tenant
+), candidate AS MATERIALIZED (
+    SELECT c.id, qt.tenant
+      FROM quota AS qt
+     CROSS JOIN LATERAL (
+        SELECT j.id
+          FROM fairsched.jobs AS j
+         WHERE j.queue_name = %(queue)s AND j.tenant = qt.tenant
+           AND j.status = 'pending' AND j.available_at <= now(){filters}
+         ORDER BY {order}
+         LIMIT qt.n
+           FOR UPDATE SKIP LOCKED) AS c
+), locked AS MATERIALIZED (
+    SELECT t.tenant
+      FROM fairsched.tenant_shares AS t
+     WHERE t.queue_name = %(queue)s AND t.tenant IN (SELECT tenant FROM candidate)
+     ORDER BY t.tenant
+       FOR NO KEY UPDATE
+), charged AS (
+    UPDATE fairsched.tenant_shares AS t
+       SET pass = t.pass + c.n * tn.cost / t.weight,
+           running = t.running + c.n,
+           claimed_total = t.claimed_total + c.n,
+           charged_total = t.charged_total + c.n * tn.cost,
+           updated_at = now()
+      FROM (SELECT tenant, count(*)::int AS n FROM candidate GROUP BY tenant) AS c
+      JOIN tenants AS tn USING (tenant) JOIN locked USING (tenant), q
+     WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
+       AND t.running + c.n <= coalesce(t.cap, q.tenant_cap, t.running + c.n)
+    RETURNING t.tenant
+)
+UPDATE fairsched.jobs AS j
+   SET {set_running}
+  FROM candidate c, q
+ WHERE j.id = c.id AND c.tenant IN (SELECT tenant FROM charged)
+RETURNING {returning}"""
+
+_SET_RUNNING = """status = 'running',
        attempt_count = j.attempt_count + 1,
        lease_owner = %(owner)s,
        lease_token = j.lease_token + 1,
        started_at = now(),
        progress = NULL,
        lease_expires_at = now() + make_interval(
-           secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds))
-  FROM candidate c, q
- WHERE j.id = c.id
-RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
+           secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds))"""
+
+_RETURNING = """j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
           j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
           j.max_attempts,
           coalesce(j.idempotency_key, 'fairsched-job-' || j.id) AS idempotency_key,
           j.priority, j.aggregate_key, j.aggregate_seq, j.created_at, j.started_at,
           coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds"""
-    ).format(order_by=order_by)
 
 
-def _order_term(term: str) -> sql.Composable:
-    column, _, direction = term.partition(" ")
-    if direction not in ("", "DESC", "ASC"):
-        raise ValueError(f"bad sort direction in {term!r}")
-    ident = sql.Identifier(column)
-    return sql.SQL("{} {}").format(ident, sql.SQL(direction)) if direction else ident
+def stack_order(stack: Sequence[Policy]) -> tuple[OrderTerm, ...]:
+    """The job order of a stack: the last policy's that gives one, else fifo's."""
+    order: tuple[OrderTerm, ...] = FIFO_ORDER
+    for policy in stack:
+        terms = policy.job_order()
+        if terms:
+            order = tuple(terms)
+    return order
+
+
+@lru_cache(maxsize=128)
+def compose_claim(names: tuple[str, ...] = ("fifo",)) -> sql.Composed:
+    """The claim statement of a policy stack (cached per stack)."""
+    stack = resolve(names)
+    order = sql.SQL(", ").join(_order_term(term) for term in stack_order(stack))
+    filters = [f for f in (p.claim_filter() for p in stack) if f is not None]
+    rendered_filters = sql.SQL("").join(sql.SQL("\n       AND ({})").format(f) for f in filters)
+    template = _TENANT_FIRST if any(p.orders_tenants for p in stack) else _JOB_FIRST
+    return sql.SQL(template).format(
+        filters=rendered_filters,
+        order=order,
+        set_running=sql.SQL(_SET_RUNNING),
+        returning=sql.SQL(_RETURNING),
+    )
+
+
+def _order_term(term: OrderTerm) -> sql.Composable:
+    column = sql.Identifier("j", term.column)
+    return sql.SQL("{} DESC").format(column) if term.descending else column
+
+
+def claim_params(queue: str, *, owner: str, limit: int, lease_seconds: float | None) -> dict[str, object]:
+    """The parameters every claim shape takes."""
+    return {"queue": queue, "owner": owner, "limit": limit, "lease_seconds": lease_seconds}
 
 
 def jobs_claim(
@@ -75,8 +173,24 @@ def jobs_claim(
     limit: int = 1,
     lease_seconds: float | None = None,
 ) -> list[Lease]:
-    """Lease up to ``limit`` claimable jobs of ``queue`` to ``owner``."""
-    statement = compose_claim()
-    params = {"queue": queue, "owner": owner, "limit": limit, "lease_seconds": lease_seconds}
-    with operation("jobs_claim"), conn.cursor(row_factory=class_row(Lease)) as cur:
-        return cur.execute(statement, params).fetchall()
+    """Lease up to ``limit`` claimable jobs of ``queue`` to ``owner``.
+
+    A tenant-first claim that comes back short takes tenants with nothing
+    claimable out of the selection (so they are not walked again).
+    """
+    stack = queue_stack(conn, queue)
+    statement = compose_claim(stack.names)
+    leases: list[Lease] = []
+    for _ in range(DRY_RETRIES + 1):
+        params = claim_params(queue, owner=owner, limit=limit - len(leases), lease_seconds=lease_seconds)
+        with operation("jobs_claim"), conn.cursor(row_factory=class_row(Lease)) as cur:
+            leases += cur.execute(statement, params).fetchall()
+        if not stack.weighted or len(leases) >= limit:
+            break
+        if not tenants_deactivate_dry(conn, queue, limit=limit):
+            break
+    if leases:
+        ids = [lease.id for lease in leases]
+        for policy in stack.policies:
+            policy.on_claim(conn, queue, ids)
+    return leases

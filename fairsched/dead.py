@@ -11,6 +11,7 @@ from psycopg.rows import class_row, dict_row
 
 from fairsched.db import operation
 from fairsched.errors import JobNotFound
+from fairsched.lease import jobs_settle
 from fairsched.sql import QUERIES
 
 
@@ -49,10 +50,12 @@ def job_show(conn: psycopg.Connection, job_id: int) -> dict[str, Any]:
 
 
 def _dead_transition(conn: psycopg.Connection, name: str, job_id: int, by: str) -> None:
-    with operation(name):
-        row = conn.execute(QUERIES[name], {"id": job_id, "by": by}).fetchone()
-    if row is None:
-        raise JobNotFound(f"job {job_id} is not dead (or does not exist)")
+    with conn.transaction():
+        with operation(name):
+            row = conn.execute(QUERIES[name], {"id": job_id, "by": by}).fetchone()
+        if row is None:
+            raise JobNotFound(f"job {job_id} is not dead (or does not exist)")
+        jobs_settle(conn, [job_id], left_running=False)
 
 
 def dead_replay(conn: psycopg.Connection, job_id: int, *, by: str = "api") -> None:

@@ -6,8 +6,9 @@ import json
 import re
 import unicodedata
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -15,6 +16,8 @@ from psycopg.types.json import Jsonb
 
 from fairsched.db import operation
 from fairsched.errors import InvalidInput, PayloadTooLarge, UnknownQueue
+from fairsched.lease import aggregates_advance, tenants_activate
+from fairsched.policy import queue_stack
 from fairsched.sql import QUERIES
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")
@@ -22,6 +25,8 @@ MAX_TENANT_CHARS = 128
 MAX_KEY_CHARS = 256
 INT32 = 2**31 - 1
 INT64 = 2**63 - 1
+_NOW = datetime.min.replace(tzinfo=UTC)
+"""A due time that is always past: the job is claimable now."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class JobSpec:
 
 def check_queue_name(queue: str) -> str:
     """Refuse names that are not plain identifiers-with-punctuation."""
-    if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
+    if not isinstance(queue, str) or not QUEUE_NAME.fullmatch(queue):
         raise InvalidInput(f"invalid queue name {queue!r}: use 1-63 letters, digits, '_', '.', ':' or '-'")
     return queue
 
@@ -116,6 +121,32 @@ def jobs_enqueue(
         "max_attempts": [j.max_attempts for j in checked],
         "idempotency_keys": [j.idempotency_key for j in checked],
     }
+    stack = queue_stack(conn, queue)
+    serial = stack.serial and any(j.aggregate_key is not None for j in checked)
+    with conn.transaction() if serial or stack.weighted else nullcontext():
+        ids = _insert(conn, queue, checked, {**params, "serial": serial}, serial=serial)
+        pending: list[tuple[str, datetime | None]] = []
+        if serial:
+            keys = sorted({(queue, j.tenant, j.aggregate_key) for j in checked if j.aggregate_key})
+            pending += [(t, due) for _id, _q, t, due in aggregates_advance(conn, keys)]
+        if stack.weighted:
+            pending += [(j.tenant, j.run_at) for j in checked if not (serial and j.aggregate_key)]
+            tenants_activate(conn, queue, [p[0] for p in pending], [p[1] or _NOW for p in pending])
+        for policy in stack.policies:
+            policy.on_enqueue(conn, queue, ids)
+    return ids
+
+
+def _insert(
+    conn: psycopg.Connection,
+    queue: str,
+    checked: Sequence[JobSpec],
+    params: dict[str, Any],
+    *,
+    serial: bool,
+) -> list[int]:
+    if serial:
+        aggregates_lock(conn, queue, checked)
     with operation("jobs_enqueue"):
         rows = conn.execute(QUERIES["jobs_enqueue"], params).fetchall()
         if not rows:
@@ -137,6 +168,42 @@ def jobs_enqueue(
     if any(job_id is None for job_id in ids):
         raise InvalidInput("an idempotency key collided with a job that is not visible yet; retry")
     return [job_id for job_id in ids if job_id is not None]
+
+
+def aggregates_lock(conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec]) -> None:
+    """Lock the aggregates of a serial batch and refuse sequence numbers that ran or exist."""
+    serial = [j for j in jobs if j.aggregate_key is not None]
+    seen: set[tuple[str, str, int | None]] = set()
+    for job in serial:
+        key = (job.tenant, job.aggregate_key or "", job.aggregate_seq)
+        if key in seen:
+            raise InvalidInput(
+                f"aggregate {job.aggregate_key!r} of tenant {job.tenant!r}: "
+                f"sequence number {job.aggregate_seq} appears twice in one batch"
+            )
+        seen.add(key)
+    arrays = {
+        "queue": queue,
+        "tenants": [j.tenant for j in serial],
+        "keys": [j.aggregate_key for j in serial],
+        "seqs": [j.aggregate_seq for j in serial],
+    }
+    with operation("aggregates_lock"):
+        rows = conn.execute(QUERIES["aggregates_lock"], arrays).fetchall()
+        next_seq = {(tenant, key): seq for tenant, key, seq in rows}
+        for job in serial:
+            expected = next_seq[(job.tenant, job.aggregate_key or "")]
+            if job.aggregate_seq is not None and job.aggregate_seq < expected:
+                raise InvalidInput(
+                    f"aggregate {job.aggregate_key!r} of tenant {job.tenant!r} is already past "
+                    f"sequence number {job.aggregate_seq} (next is {expected}): it ran or was skipped"
+                )
+        taken = conn.execute(QUERIES["aggregates_seq_taken"], arrays).fetchall()
+    if taken:
+        tenant, key, seq = taken[0]
+        raise InvalidInput(
+            f"aggregate {key!r} of tenant {tenant!r} already has a job with sequence number {seq}"
+        )
 
 
 def _identity(text: str) -> str:

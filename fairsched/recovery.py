@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import psycopg
 
 from fairsched.db import operation
+from fairsched.lease import jobs_settle, settle_needed
 from fairsched.sql import QUERIES
 
 
@@ -27,8 +28,10 @@ def recovery_sweep(conn: psycopg.Connection, *, batch: int = 500, max_batches: i
     ``max_batches`` ran. Safe to run from many processes at once (``SKIP LOCKED``)."""
     retried = dead = 0
     for _ in range(max_batches):
-        with operation("recovery_sweep"):
-            rows = conn.execute(QUERIES["recovery_sweep"], {"batch": batch}).fetchall()
+        with conn.transaction():
+            with operation("recovery_sweep"):
+                rows = conn.execute(QUERIES["recovery_sweep"], {"batch": batch}).fetchall()
+            jobs_settle(conn, [row[0] for row in rows if settle_needed(conn, {row[1]})])
         for _id, _queue, status in rows:
             if status == "dead":
                 dead += 1
@@ -36,4 +39,11 @@ def recovery_sweep(conn: psycopg.Connection, *, batch: int = 500, max_batches: i
                 retried += 1
         if len(rows) < batch:
             break
+    tenants_wake(conn, batch=batch)
     return RecoveryResult(retried=retried, dead=dead)
+
+
+def tenants_wake(conn: psycopg.Connection, *, batch: int = 500) -> int:
+    """Bring inactive tenants whose delayed jobs came due back into the weighted selection."""
+    with operation("tenant_shares_wake"):
+        return len(conn.execute(QUERIES["tenant_shares_wake"], {"batch": batch}).fetchall())

@@ -5,12 +5,21 @@ Nothing is read at import time; call :func:`load_settings` when settings are nee
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -24,8 +33,25 @@ QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:
 """Queue names: letters, digits and ``_ . : -``, at most 63 characters."""
 
 
+class TenantSettings(BaseModel):
+    """Per-tenant settings (weights are used by the weighted policy)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weight: float = Field(1.0, gt=0, le=1_000_000)
+    cap: int | None = Field(None, gt=0, description="most running jobs at once (weighted)")
+
+
+PolicyName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
+
+
 class QueueSettings(BaseModel):
-    """Lease, runtime and retry settings of one queue."""
+    """Lease, runtime, retry and policy settings of one queue.
+
+    ``policies`` is the stack the claim is composed from, e.g.
+    ``["weighted", "aging", "serial"]``; ``tenants`` gives per-tenant weights and
+    caps for the weighted policy (tenants not listed weigh 1).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -36,14 +62,36 @@ class QueueSettings(BaseModel):
     backoff_base_seconds: float = Field(1.0, ge=0, description="first retry delay ceiling")
     backoff_max_seconds: float = Field(300.0, ge=0, description="cap of any retry delay")
     notify: bool = Field(True, description="pg_notify workers on enqueue")
+    policies: list[PolicyName] = Field(
+        default_factory=lambda: ["fifo"], min_length=1, max_length=8, description="the claim's policy stack"
+    )
+    aging_interval_seconds: float = Field(
+        60.0, gt=0, description="aging: waiting this long is worth one priority level"
+    )
+    charge: Literal["count", "runtime"] = Field("count", description="weighted: charge per job or per second")
+    tenant_cap: int | None = Field(None, gt=0, description="weighted: default running-job cap per tenant")
+    serial_gap: Literal["strict", "lowest"] = Field("strict", description="serial: wait for gaps or not")
+    serial_poison: Literal["block", "skip"] = Field("block", description="serial: a dead job blocks or not")
+    policy_params: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="parameters of third-party policies"
+    )
+    tenants: dict[str, TenantSettings] = Field(default_factory=dict, description="weighted: per tenant")
 
+    @field_validator("policies")
+    @classmethod
+    def _distinct(cls, names: list[str]) -> list[str]:
+        if len(set(names)) != len(names):
+            raise ValueError("a policy appears twice")
+        return names
 
-class TenantSettings(BaseModel):
-    """Per-tenant settings (weights are used by the weighted policy)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    weight: float = Field(1.0, gt=0, le=1_000_000)
+    @field_serializer("policy_params", "tenants")
+    def _as_json(self, value: dict[str, Any] | str) -> str:
+        """Stored as JSON text: the queue upsert reads it with ``::jsonb``."""
+        if isinstance(value, str):
+            return value
+        return json.dumps(
+            {k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in value.items()}
+        )
 
 
 class Settings(BaseSettings):

@@ -1,19 +1,40 @@
 -- name: queue_upsert
--- Declare a queue or update its lease, retry and notify settings.
-INSERT INTO fairsched.queues AS q (name, lease_seconds, max_runtime_seconds, max_attempts,
-                                   unknown_max_attempts, backoff_base_seconds,
-                                   backoff_max_seconds, notify)
-VALUES (%(name)s, %(lease_seconds)s, %(max_runtime_seconds)s, %(max_attempts)s,
-        %(unknown_max_attempts)s, %(backoff_base_seconds)s, %(backoff_max_seconds)s, %(notify)s)
-ON CONFLICT (name) DO UPDATE
-   SET lease_seconds = EXCLUDED.lease_seconds,
-       max_runtime_seconds = EXCLUDED.max_runtime_seconds,
-       max_attempts = EXCLUDED.max_attempts,
-       unknown_max_attempts = EXCLUDED.unknown_max_attempts,
-       backoff_base_seconds = EXCLUDED.backoff_base_seconds,
-       backoff_max_seconds = EXCLUDED.backoff_max_seconds,
-       notify = EXCLUDED.notify,
-       updated_at = now()
+-- Declare a queue or update its lease, retry, notify and policy settings, and the
+-- weights and caps of the tenants it lists (other tenants keep theirs).
+WITH queue AS (
+    INSERT INTO fairsched.queues AS q (name, lease_seconds, max_runtime_seconds, max_attempts,
+                                       unknown_max_attempts, backoff_base_seconds,
+                                       backoff_max_seconds, notify, policies,
+                                       aging_interval_seconds, charge, tenant_cap, serial_gap,
+                                       serial_poison, policy_params)
+    VALUES (%(name)s, %(lease_seconds)s, %(max_runtime_seconds)s, %(max_attempts)s,
+            %(unknown_max_attempts)s, %(backoff_base_seconds)s, %(backoff_max_seconds)s,
+            %(notify)s, %(policies)s::text[], %(aging_interval_seconds)s, %(charge)s,
+            %(tenant_cap)s, %(serial_gap)s, %(serial_poison)s, %(policy_params)s::jsonb)
+    ON CONFLICT (name) DO UPDATE
+       SET lease_seconds = EXCLUDED.lease_seconds,
+           max_runtime_seconds = EXCLUDED.max_runtime_seconds,
+           max_attempts = EXCLUDED.max_attempts,
+           unknown_max_attempts = EXCLUDED.unknown_max_attempts,
+           backoff_base_seconds = EXCLUDED.backoff_base_seconds,
+           backoff_max_seconds = EXCLUDED.backoff_max_seconds,
+           notify = EXCLUDED.notify,
+           policies = EXCLUDED.policies,
+           aging_interval_seconds = EXCLUDED.aging_interval_seconds,
+           charge = EXCLUDED.charge,
+           tenant_cap = EXCLUDED.tenant_cap,
+           serial_gap = EXCLUDED.serial_gap,
+           serial_poison = EXCLUDED.serial_poison,
+           policy_params = EXCLUDED.policy_params,
+           updated_at = now()
+    RETURNING name
+)
+INSERT INTO fairsched.tenant_shares AS t (queue_name, tenant, weight, cap, active, ready_at)
+SELECT queue.name, e.key, (e.value ->> 'weight')::float8, (e.value ->> 'cap')::int, false,
+       'infinity'
+  FROM queue, jsonb_each(%(tenants)s::jsonb) AS e
+ON CONFLICT (queue_name, tenant) DO UPDATE
+   SET weight = EXCLUDED.weight, cap = EXCLUDED.cap, updated_at = now()
 
 -- name: queue_get
 -- One queue's settings, or nothing when it is not declared.
@@ -25,8 +46,10 @@ SELECT name, lease_seconds, max_runtime_seconds, max_attempts, unknown_max_attem
 -- name: jobs_enqueue
 -- Insert jobs for one queue (arrays, one element per job); returns one id per input,
 -- in input order. An input whose idempotency key exists returns the existing id.
+-- On a serial queue, jobs of an aggregate start as 'waiting' (promoted after).
 WITH q AS (
-    SELECT name, max_attempts, notify FROM fairsched.queues WHERE name = %(queue)s
+    SELECT name, max_attempts, notify, aging_interval_seconds
+      FROM fairsched.queues WHERE name = %(queue)s
 ), input AS MATERIALIZED (
     SELECT t.*, nextval('fairsched.jobs_id_seq') AS new_id
       FROM unnest(%(tenants)s::text[], %(payloads)s::jsonb[], %(priorities)s::int[],
@@ -38,23 +61,28 @@ WITH q AS (
      WHERE EXISTS (SELECT 1 FROM q)
 ), inserted AS (
     INSERT INTO fairsched.jobs (id, queue_name, tenant, payload, priority, aggregate_key,
-                                aggregate_seq, available_at, max_attempts, idempotency_key)
+                                aggregate_seq, available_at, max_attempts, idempotency_key,
+                                status, serial, aging_key)
     OVERRIDING SYSTEM VALUE
     SELECT i.new_id, q.name, i.tenant, i.payload, i.priority, i.aggregate_key,
            i.aggregate_seq, coalesce(i.run_at, now()), coalesce(i.max_attempts, q.max_attempts),
-           i.idempotency_key
+           i.idempotency_key,
+           CASE WHEN %(serial)s::bool AND i.aggregate_key IS NOT NULL THEN 'waiting' ELSE 'pending' END,
+           %(serial)s::bool AND i.aggregate_key IS NOT NULL,
+           extract(epoch FROM now()) - i.priority * q.aging_interval_seconds
       FROM input i CROSS JOIN q
      ORDER BY i.ord
     ON CONFLICT (queue_name, tenant, idempotency_key) WHERE idempotency_key IS NOT NULL
     DO NOTHING
-    RETURNING id
+    RETURNING id, tenant, available_at, status, aggregate_key
 ), notified AS (
     SELECT pg_notify('fairsched_jobs', q.name)
       FROM q
      WHERE q.notify AND EXISTS (SELECT 1 FROM inserted)
 )
 SELECT coalesce(ins.id, existing.id) AS id,
-       (SELECT count(*) FROM notified) AS notified
+       (SELECT count(*) FROM notified) AS notified,
+       ins.status AS inserted_status
   FROM input i
   LEFT JOIN inserted ins ON ins.id = i.new_id
   LEFT JOIN fairsched.jobs existing

@@ -1,0 +1,199 @@
+"""The policy plug-in interface and its registry (entry-point group ``fairsched.policies``).
+
+A policy shapes the claim of every queue whose stack names it. It may
+
+- **order tenants** (``orders_tenants``): the claim then picks tenants by their
+  virtual time first (stride scheduling, the engine's ``tenant_shares`` state)
+  and jobs within each tenant second;
+- **order jobs** (``job_order``): the index-backed sort of claimable jobs,
+  within a tenant when a policy orders tenants, else across the queue;
+- **restrict claimability** (``claim_filter``): a predicate over the candidate
+  row ``j`` of ``fairsched.jobs``; it must not need a sort or a join;
+- **hold jobs back** (``serial``): jobs of one aggregate wait outside the claim
+  index until their predecessor finished (the engine's ``aggregates`` state);
+- **keep its own state** at enqueue, claim and completion (``on_enqueue``,
+  ``on_claim``, ``on_finish``), each called inside the transition's transaction.
+
+The composer (:mod:`fairsched.claim`) turns a queue's stack into one statement;
+the last policy of the stack that gives a job order wins, filters add up.
+
+>>> registry().get("fifo").name                                  # doctest: +SKIP
+'fifo'
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import psycopg
+from psycopg import sql
+
+from fairsched.db import operation
+from fairsched.errors import ConfigError, UnknownQueue
+from fairsched.sql import QUERIES
+
+GROUP = "fairsched.policies"
+
+OrderColumn = Literal["priority", "available_at", "aging_key", "id"]
+
+
+@dataclass(frozen=True)
+class OrderTerm:
+    """One sort key of the claim: a job column the claim indexes cover, and its direction."""
+
+    column: OrderColumn
+    descending: bool = False
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A fairness policy. Implementations are stateless; state lives in the database."""
+
+    name: str
+    """The name a queue's ``policies`` list uses."""
+    orders_tenants: bool
+    """Claims pick the tenant with the lowest virtual time first (weighted fair share)."""
+    serial: bool
+    """Jobs of one ``(queue, tenant, aggregate_key)`` run one at a time in sequence order."""
+
+    def job_order(self) -> Sequence[OrderTerm] | None:
+        """The order of claimable jobs, or ``None`` to keep the stack's order."""
+        ...
+
+    def claim_filter(self) -> sql.Composable | None:
+        """A predicate over the candidate row ``j``, or ``None``."""
+        ...
+
+    def on_enqueue(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:
+        """Called after jobs were inserted, in the enqueuing transaction."""
+        ...
+
+    def on_claim(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:
+        """Called after a claim leased jobs (not called for empty claims)."""
+        ...
+
+    def on_finish(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:
+        """Called after jobs left ``running`` (succeeded, failed, released, recovered)."""
+        ...
+
+
+class BasePolicy:
+    """Defaults for every hook: subclass it and override what the policy needs."""
+
+    name: str = ""
+    orders_tenants: bool = False
+    serial: bool = False
+
+    def job_order(self) -> Sequence[OrderTerm] | None:
+        return None
+
+    def claim_filter(self) -> sql.Composable | None:
+        return None
+
+    def on_enqueue(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:
+        return None
+
+    def on_claim(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:
+        return None
+
+    def on_finish(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:
+        return None
+
+
+@lru_cache(maxsize=1)
+def registry() -> Mapping[str, Policy]:
+    """Every installed policy by name, loaded once from the entry points."""
+    found: dict[str, Policy] = {}
+    for ep in entry_points(group=GROUP):
+        if ep.name in found:
+            continue
+        loaded: Any = ep.load()
+        policy = loaded() if isinstance(loaded, type) else loaded
+        if not isinstance(policy, Policy):
+            raise ConfigError(f"policy entry point {ep.name!r} ({ep.value}) does not implement Policy")
+        if policy.name != ep.name:
+            raise ConfigError(f"policy entry point {ep.name!r} loads a policy named {policy.name!r}")
+        found[ep.name] = policy
+    return found
+
+
+def resolve(names: Sequence[str]) -> tuple[Policy, ...]:
+    """The policies of a stack, in order; refuses unknown names and impossible stacks."""
+    known = registry()
+    missing = [name for name in names if name not in known]
+    if missing:
+        raise ConfigError(
+            f"unknown polic{'ies' if len(missing) > 1 else 'y'} {', '.join(map(repr, missing))}; "
+            f"installed: {', '.join(sorted(known))}"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"policy stack {list(names)} names a policy twice")
+    stack = tuple(known[name] for name in names)
+    if sum(p.orders_tenants for p in stack) > 1:
+        raise ConfigError(f"policy stack {list(names)} has more than one tenant-ordering policy")
+    return stack
+
+
+@dataclass(frozen=True)
+class QueueStack:
+    """A queue's policy stack as stored in the database, with the parameters it uses."""
+
+    queue: str
+    names: tuple[str, ...]
+    aging_interval_seconds: float
+    charge: str
+    tenant_cap: int | None
+    serial_gap: str
+    serial_poison: str
+    params: Mapping[str, Any]
+
+    @property
+    def policies(self) -> tuple[Policy, ...]:
+        return resolve(self.names)
+
+    @property
+    def weighted(self) -> bool:
+        return any(p.orders_tenants for p in self.policies)
+
+    @property
+    def serial(self) -> bool:
+        return any(p.serial for p in self.policies)
+
+
+STACK_TTL_SECONDS = 1.0
+"""How long a process reuses a queue's stack before reading it again."""
+
+_stacks: dict[tuple[str, str], tuple[float, QueueStack]] = {}
+
+
+def queue_stack(conn: psycopg.Connection, queue: str) -> QueueStack:
+    """The queue's stack, read at most once per :data:`STACK_TTL_SECONDS` per database."""
+    key = (_database_of(conn), queue)
+    now = time.monotonic()
+    cached = _stacks.get(key)
+    if cached is not None and now - cached[0] < STACK_TTL_SECONDS:
+        return cached[1]
+    with operation("queue_policy_get"):
+        row = conn.execute(QUERIES["queue_policy_get"], {"name": queue}).fetchone()
+    if row is None:
+        raise UnknownQueue(queue)
+    name, names, aging, charge, cap, gap, poison, params = row
+    stack = QueueStack(name, tuple(names), aging, charge, cap, gap, poison, params)
+    resolve(stack.names)
+    _stacks[key] = (now, stack)
+    return stack
+
+
+def forget_stacks() -> None:
+    """Drop every cached stack (after a local change of a queue's policies)."""
+    _stacks.clear()
+
+
+def _database_of(conn: psycopg.Connection) -> str:
+    info = conn.info
+    return f"{info.host}:{info.port}/{info.dbname}"

@@ -1,0 +1,279 @@
+-- name: queue_policy_get
+-- One queue's policy stack and parameters.
+SELECT name, policies, aging_interval_seconds, charge, tenant_cap, serial_gap, serial_poison,
+       policy_params
+  FROM fairsched.queues
+ WHERE name = %(name)s
+
+-- name: tenant_shares_lock
+-- Take KEY SHARE locks on tenants' share rows (creating missing ones) before
+-- jobs of theirs become pending: a concurrent deactivation skips locked rows.
+WITH input AS (
+    SELECT DISTINCT tenant FROM unnest(%(tenants)s::text[]) AS t(tenant)
+), created AS (
+    INSERT INTO fairsched.tenant_shares (queue_name, tenant, active, ready_at, pass)
+    SELECT %(queue)s, i.tenant, false, 'infinity',
+           coalesce((SELECT s.pass FROM fairsched.tenant_shares s
+                      WHERE s.queue_name = %(queue)s AND s.active
+                      ORDER BY s.pass LIMIT 1), 0)
+      FROM input i
+    ON CONFLICT (queue_name, tenant) DO NOTHING
+    RETURNING tenant
+)
+SELECT s.tenant
+  FROM fairsched.tenant_shares s JOIN input i ON i.tenant = s.tenant
+ WHERE s.queue_name = %(queue)s
+   FOR KEY SHARE OF s
+
+-- name: tenant_shares_activate
+-- Tenants with work due now join the selection at the queue's lowest active pass
+-- (no credit banked while idle); work due later is remembered for the sweeper.
+WITH input AS (
+    SELECT tenant, min(due) AS due
+      FROM unnest(%(tenants)s::text[], %(dues)s::timestamptz[]) AS t(tenant, due)
+     GROUP BY tenant
+), floor AS (
+    SELECT coalesce(min(s.pass), 0) AS pass
+      FROM (SELECT pass FROM fairsched.tenant_shares
+             WHERE queue_name = %(queue)s AND active ORDER BY pass LIMIT 1) s
+)
+UPDATE fairsched.tenant_shares AS t
+   SET active = i.due <= now(),
+       ready_at = CASE WHEN i.due <= now() THEN t.ready_at ELSE least(t.ready_at, i.due) END,
+       pass = CASE WHEN i.due <= now() THEN greatest(t.pass, f.pass) ELSE t.pass END,
+       updated_at = now()
+  FROM input i, floor f
+ WHERE t.queue_name = %(queue)s AND t.tenant = i.tenant AND NOT t.active
+
+-- name: tenant_shares_lock_dry
+-- Lock (skipping busy rows) the lowest-pass active tenants that have nothing claimable.
+SELECT t.tenant
+  FROM fairsched.tenant_shares t
+ WHERE (t.queue_name, t.tenant) IN (
+        SELECT s.queue_name, s.tenant FROM fairsched.tenant_shares s
+         WHERE s.queue_name = %(queue)s AND s.active
+         ORDER BY s.pass, s.tenant LIMIT %(limit)s)
+   AND NOT EXISTS (SELECT 1 FROM fairsched.jobs j
+                    WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
+                      AND j.status = 'pending' AND j.available_at <= now())
+   FOR UPDATE OF t SKIP LOCKED
+
+-- name: tenant_shares_deactivate
+-- Take locked dry tenants out of the selection; remember when their next job is due.
+UPDATE fairsched.tenant_shares AS t
+   SET active = false,
+       ready_at = coalesce((SELECT min(j.available_at) FROM fairsched.jobs j
+                             WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
+                               AND j.status = 'pending'), 'infinity'),
+       updated_at = now()
+ WHERE t.queue_name = %(queue)s AND t.tenant = ANY(%(tenants)s::text[])
+   AND NOT EXISTS (SELECT 1 FROM fairsched.jobs j
+                    WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
+                      AND j.status = 'pending' AND j.available_at <= now())
+
+-- name: tenant_shares_wake
+-- Sweeper: inactive tenants whose delayed work came due rejoin at the lowest active pass.
+WITH due AS MATERIALIZED (
+    SELECT t.queue_name, t.tenant
+      FROM fairsched.tenant_shares t
+     WHERE NOT t.active AND t.ready_at <= now()
+     ORDER BY t.ready_at
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE fairsched.tenant_shares AS t
+   SET active = EXISTS (SELECT 1 FROM fairsched.jobs j
+                         WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
+                           AND j.status = 'pending'),
+       ready_at = 'infinity',
+       pass = greatest(t.pass, coalesce((SELECT s.pass FROM fairsched.tenant_shares s
+                                          WHERE s.queue_name = t.queue_name AND s.active
+                                          ORDER BY s.pass LIMIT 1), t.pass)),
+       updated_at = now()
+  FROM due d
+ WHERE t.queue_name = d.queue_name AND t.tenant = d.tenant
+RETURNING t.queue_name, t.tenant, t.active
+
+-- name: tenant_shares_finish
+-- Jobs of weighted queues left running: free their tenants' running slots and, with
+-- charge = runtime, correct the charge by measured run time (estimate: moving average).
+WITH ended AS (
+    SELECT j.queue_name, j.tenant, count(*) AS n,
+           sum(greatest(extract(epoch FROM now() - j.started_at), 0.001)) AS seconds
+      FROM fairsched.jobs j
+     WHERE j.id = ANY(%(ids)s::bigint[])
+     GROUP BY j.queue_name, j.tenant
+), locked AS MATERIALIZED (
+    SELECT t.queue_name, t.tenant
+      FROM fairsched.tenant_shares t JOIN ended e USING (queue_name, tenant)
+     ORDER BY t.tenant
+       FOR NO KEY UPDATE OF t
+)
+UPDATE fairsched.tenant_shares AS t
+   SET running = greatest(t.running - e.n, 0),
+       pass = t.pass + CASE WHEN q.charge = 'runtime'
+                            THEN (e.seconds - e.n * t.runtime_estimate) / t.weight ELSE 0 END,
+       charged_total = t.charged_total + CASE WHEN q.charge = 'runtime'
+                                              THEN e.seconds - e.n * t.runtime_estimate ELSE 0 END,
+       runtime_estimate = CASE WHEN q.charge = 'runtime'
+                               THEN 0.8 * t.runtime_estimate + 0.2 * e.seconds / e.n
+                               ELSE t.runtime_estimate END,
+       updated_at = now()
+  FROM ended e JOIN locked USING (queue_name, tenant), fairsched.queues q
+ WHERE t.queue_name = e.queue_name AND t.tenant = e.tenant AND q.name = e.queue_name
+
+-- name: tenant_share_set
+-- Set a tenant's weight and/or cap on a queue (NULL keeps the current value; cap 0 clears it).
+INSERT INTO fairsched.tenant_shares AS t (queue_name, tenant, weight, cap, active, ready_at)
+VALUES (%(queue)s, %(tenant)s, coalesce(%(weight)s::float8, 1), nullif(%(cap)s::int, 0), false,
+        'infinity')
+ON CONFLICT (queue_name, tenant) DO UPDATE
+   SET weight = coalesce(%(weight)s::float8, t.weight),
+       cap = CASE WHEN %(cap)s::int IS NULL THEN t.cap ELSE nullif(%(cap)s::int, 0) END,
+       updated_at = now()
+RETURNING weight, cap
+
+-- name: tenant_shares_list
+-- Every tenant's share state on a queue: weight, cap, running, claims and charge so far.
+SELECT tenant, weight, cap, running, active, pass, claimed_total, charged_total, runtime_estimate
+  FROM fairsched.tenant_shares
+ WHERE queue_name = %(queue)s
+ ORDER BY tenant
+
+-- name: aggregates_lock
+-- Lock (creating them) the aggregates a serial enqueue touches; a new aggregate
+-- starts at the lowest sequence number of its first batch. Returns next_seq.
+INSERT INTO fairsched.aggregates AS a (queue_name, tenant, aggregate_key, next_seq)
+SELECT %(queue)s, t.tenant, t.aggregate_key, min(t.aggregate_seq)
+  FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(seqs)s::bigint[])
+       AS t(tenant, aggregate_key, aggregate_seq)
+ GROUP BY t.tenant, t.aggregate_key
+ON CONFLICT (queue_name, tenant, aggregate_key) DO UPDATE SET updated_at = now()
+RETURNING a.tenant, a.aggregate_key, a.next_seq
+
+-- name: aggregates_seq_taken
+-- Sequence numbers of a serial enqueue that already exist in their aggregate.
+SELECT j.tenant, j.aggregate_key, j.aggregate_seq
+  FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(seqs)s::bigint[])
+       AS t(tenant, aggregate_key, aggregate_seq)
+  JOIN fairsched.jobs j
+    ON j.serial AND j.queue_name = %(queue)s AND j.tenant = t.tenant
+   AND j.aggregate_key = t.aggregate_key AND j.aggregate_seq = t.aggregate_seq
+
+-- name: aggregates_finish
+-- Serial jobs left running for good: advance their aggregate past them, or (poison
+-- mode block) let a dead one hold it. Locks the aggregates for the promotion after.
+UPDATE fairsched.aggregates AS a
+   SET next_seq = CASE WHEN j.status = 'dead' AND q.serial_poison = 'block' THEN a.next_seq
+                       ELSE greatest(a.next_seq, j.aggregate_seq + 1) END,
+       blocked_job_id = CASE WHEN j.status = 'dead' AND q.serial_poison = 'block' THEN j.id
+                             WHEN a.blocked_job_id = j.id THEN NULL
+                             ELSE a.blocked_job_id END,
+       updated_at = now()
+  FROM fairsched.jobs j, fairsched.queues q
+ WHERE j.id = ANY(%(ids)s::bigint[]) AND j.serial
+   AND j.status IN ('succeeded', 'dead', 'discarded')
+   AND a.queue_name = j.queue_name AND a.tenant = j.tenant AND a.aggregate_key = j.aggregate_key
+   AND q.name = j.queue_name
+RETURNING a.queue_name, a.tenant, a.aggregate_key
+
+-- name: aggregates_advance
+-- Promote the next job of each given aggregate that has no job pending or running
+-- and is not blocked: the next sequence number (strict) or the lowest present
+-- (lowest). Records since when a strict aggregate waits on a gap.
+WITH input AS (
+    SELECT DISTINCT * FROM unnest(%(queues)s::text[], %(tenants)s::text[], %(keys)s::text[])
+           AS t(queue_name, tenant, aggregate_key)
+), free AS (
+    SELECT a.queue_name, a.tenant, a.aggregate_key, a.next_seq, q.serial_gap
+      FROM input i
+      JOIN fairsched.aggregates a USING (queue_name, tenant, aggregate_key)
+      JOIN fairsched.queues q ON q.name = a.queue_name
+     WHERE a.blocked_job_id IS NULL
+       AND NOT EXISTS (SELECT 1 FROM fairsched.jobs j
+                        WHERE j.serial AND j.queue_name = a.queue_name AND j.tenant = a.tenant
+                          AND j.aggregate_key = a.aggregate_key
+                          AND j.status IN ('pending', 'running'))
+), head AS (
+    SELECT f.*, w.id, w.aggregate_seq
+      FROM free f
+      LEFT JOIN LATERAL (
+            SELECT j.id, j.aggregate_seq FROM fairsched.jobs j
+             WHERE j.queue_name = f.queue_name AND j.tenant = f.tenant
+               AND j.aggregate_key = f.aggregate_key AND j.status = 'waiting'
+             ORDER BY j.aggregate_seq LIMIT 1) w ON true
+), promoted AS (
+    UPDATE fairsched.jobs AS j
+       SET status = 'pending'
+      FROM head h
+     WHERE j.id = h.id AND j.status = 'waiting'
+       AND (h.serial_gap = 'lowest' OR h.aggregate_seq = h.next_seq)
+    RETURNING j.id, j.queue_name, j.tenant, j.available_at
+), gaps AS (
+    UPDATE fairsched.aggregates AS a
+       SET gap_since = CASE WHEN h.id IS NOT NULL AND h.serial_gap = 'strict'
+                                 AND h.aggregate_seq <> h.next_seq
+                            THEN coalesce(a.gap_since, now()) END
+      FROM head h
+     WHERE a.queue_name = h.queue_name AND a.tenant = h.tenant AND a.aggregate_key = h.aggregate_key
+)
+SELECT id, queue_name, tenant, available_at FROM promoted
+
+-- name: aggregate_unblock
+-- Run an aggregate's dead head again (same id, fresh attempts); the aggregate resumes.
+WITH agg AS (
+    UPDATE fairsched.aggregates AS a
+       SET blocked_job_id = NULL, updated_at = now()
+     WHERE a.queue_name = %(queue)s AND a.tenant = %(tenant)s AND a.aggregate_key = %(key)s
+       AND a.blocked_job_id IS NOT NULL
+    RETURNING a.blocked_job_id
+), moved AS (
+    UPDATE fairsched.jobs AS j
+       SET status = 'pending', attempt_count = 0, available_at = now(), finished_at = NULL
+      FROM agg
+     WHERE j.id = agg.blocked_job_id AND j.status = 'dead'
+    RETURNING j.id, j.available_at
+), event AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT id, 'replayed', jsonb_build_object('by', %(by)s::text, 'via', 'aggregate_unblock')
+      FROM moved
+)
+SELECT id, available_at FROM moved
+
+-- name: aggregate_skip
+-- Discard an aggregate's dead head and let the aggregate move past it.
+WITH agg AS (
+    UPDATE fairsched.aggregates AS a
+       SET blocked_job_id = NULL, updated_at = now(),
+           next_seq = greatest(a.next_seq, coalesce(
+               (SELECT j.aggregate_seq + 1 FROM fairsched.jobs j WHERE j.id = a.blocked_job_id),
+               a.next_seq))
+     WHERE a.queue_name = %(queue)s AND a.tenant = %(tenant)s AND a.aggregate_key = %(key)s
+       AND a.blocked_job_id IS NOT NULL
+    RETURNING a.blocked_job_id
+), moved AS (
+    UPDATE fairsched.jobs AS j
+       SET status = 'discarded'
+      FROM agg
+     WHERE j.id = agg.blocked_job_id AND j.status = 'dead'
+    RETURNING j.id
+), event AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT id, 'discarded', jsonb_build_object('by', %(by)s::text, 'via', 'aggregate_skip')
+      FROM moved
+)
+SELECT id FROM moved
+
+-- name: aggregates_blocked
+-- Aggregates held by a dead job, with the job and since when.
+SELECT a.queue_name, a.tenant, a.aggregate_key, a.blocked_job_id, j.finished_at AS since
+  FROM fairsched.aggregates a
+  JOIN fairsched.jobs j ON j.id = a.blocked_job_id
+ WHERE (%(queue)s::text IS NULL OR a.queue_name = %(queue)s)
+ ORDER BY j.finished_at
+
+-- name: jobs_settle_state
+-- Where jobs that just left running (or became pending) stand now.
+SELECT id, queue_name, tenant, status, serial, aggregate_key, available_at
+  FROM fairsched.jobs
+ WHERE id = ANY(%(ids)s::bigint[])

@@ -1,0 +1,1 @@
+"""The built-in fairness policies, registered through the ``fairsched.policies`` entry points."""
