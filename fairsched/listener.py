@@ -57,9 +57,15 @@ class Listener:
         while not self._stop.is_set():
             try:
                 self._listen()
-            except (DatabaseError, psycopg.Error) as e:
+            except Exception as e:
                 delay = backoff_delay(failures, cap=self._max_backoff)
-                log.warning("listener disconnected (%s); reconnecting in %.1fs", redact(str(e)), delay)
+                expected = isinstance(e, DatabaseError | psycopg.Error)
+                log.warning(
+                    "listener disconnected (%s); reconnecting in %.1fs",
+                    redact(str(e)),
+                    delay,
+                    exc_info=None if expected else e,
+                )
                 failures += 1
                 self._stop.wait(delay)
             else:

@@ -16,7 +16,7 @@ import psycopg
 from fairsched import metrics
 from fairsched.client import Client
 from fairsched.db import redact
-from fairsched.errors import DatabaseError
+from fairsched.errors import FairschedError
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,11 @@ class Sweeper:
         """One sweep; database errors are logged and retried at the next interval."""
         try:
             result = self._client.recover()
-        except (DatabaseError, psycopg.Error) as e:
-            log.warning("recovery sweep failed (%s); retrying later", redact(str(e)))
+        except Exception as e:
+            expected = isinstance(e, FairschedError | psycopg.Error)
+            log.warning(
+                "recovery sweep failed (%s); retrying later", redact(str(e)), exc_info=None if expected else e
+            )
             return
         if result.total:
             metrics.LEASE_EXPIRATIONS.labels(ALL_QUEUES).inc(result.total)

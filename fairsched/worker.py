@@ -40,7 +40,7 @@ from fairsched import claim, enqueue, metrics, retry
 from fairsched.app import App, Job
 from fairsched.client import Client
 from fairsched.db import connect, operation, redact
-from fairsched.errors import ConfigError, DatabaseError, InvalidInput, UnknownQueue
+from fairsched.errors import ConfigError, DatabaseError, FairschedError, InvalidInput, UnknownQueue
 from fairsched.lease import Lease
 from fairsched.listener import Listener, backoff_delay
 from fairsched.settings import Settings
@@ -171,6 +171,22 @@ class Running:
             return jobs
 
 
+Crash = Callable[[BaseException], None]
+"""Called with the exception that ended a service thread unexpectedly."""
+
+
+def service_thread(name: str, target: Callable[[], None], on_crash: Crash) -> threading.Thread:
+    """A daemon thread running ``target``; an unexpected exception goes to ``on_crash``."""
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as e:
+            on_crash(e)
+
+    return threading.Thread(target=run, name=name, daemon=True)
+
+
 def retry_transient(fn: Callable[[], T], *, what: str, give_up: threading.Event) -> T | None:
     """``fn()``, retried with backoff on database failures until it works or ``give_up`` is set."""
     failures = 0
@@ -191,11 +207,11 @@ def retry_transient(fn: Callable[[], T], *, what: str, give_up: threading.Event)
 class Finisher:
     """Records finished attempts: successes completed in batches, failures one by one."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, on_crash: Crash) -> None:
         self._client = client
         self._inbox: queue_mod.SimpleQueue[Outcome | None] = queue_mod.SimpleQueue()
         self._give_up = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fairsched-finisher", daemon=True)
+        self._thread = service_thread("fairsched-finisher", self._run, on_crash)
 
     def start(self) -> None:
         self._thread.start()
@@ -277,11 +293,11 @@ class Finisher:
 class Heartbeater:
     """Renews the leases of running jobs whose reported progress advanced."""
 
-    def __init__(self, client: Client, running: Running) -> None:
+    def __init__(self, client: Client, running: Running, on_crash: Crash) -> None:
         self._client = client
         self._running = running
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fairsched-heartbeat", daemon=True)
+        self._thread = service_thread("fairsched-heartbeat", self._run, on_crash)
 
     def start(self) -> None:
         self._thread.start()
@@ -328,16 +344,14 @@ class QueueRunner:
         self._hint = True
         self._claiming = True
         self._inbox: queue_mod.SimpleQueue[tuple[Job, float]] = queue_mod.SimpleQueue()
-        self._claimer = threading.Thread(target=self._claim_loop, name=f"fairsched-claim-{name}", daemon=True)
+        self._claimer = service_thread(f"fairsched-claim-{name}", self._claim_loop, worker.crashed)
 
     def start(self) -> None:
         metrics.SLOTS.labels(self.name).set(self.slots)
         metrics.SLOTS_BUSY.labels(self.name).set(0)
         if not self._async:
             for i in range(self.slots):
-                threading.Thread(
-                    target=self._slot_loop, name=f"fairsched-{self.name}-{i}", daemon=True
-                ).start()
+                service_thread(f"fairsched-{self.name}-{i}", self._slot_loop, self._worker.crashed).start()
         self._claimer.start()
 
     def wake(self) -> None:
@@ -373,10 +387,11 @@ class QueueRunner:
                 free = min(self.slots - self._busy, claim.MAX_BATCH)
             try:
                 leases = self._claim(free)
-            except TRANSIENT as e:
+            except (FairschedError, psycopg.Error) as e:
                 delay = backoff_delay(failures, cap=min(5.0, max(poll, 0.5)))
                 if failures == 0:
-                    log.warning("claiming %s failed (%s); backing off", self.name, redact(str(e)))
+                    level = logging.WARNING if isinstance(e, TRANSIENT) else logging.ERROR
+                    log.log(level, "claiming %s failed (%s); backing off", self.name, redact(str(e)))
                 failures += 1
                 with self._cond:
                     self._hint = True
@@ -455,22 +470,34 @@ class Runtime:
     """A running worker: its client, queues and background services."""
 
     def __init__(
-        self, app: App, queues: Mapping[str, int], settings: Settings, client: Client, *, dsn: str, owner: str
+        self,
+        app: App,
+        queues: Mapping[str, int],
+        settings: Settings,
+        client: Client,
+        stop: threading.Event,
+        hurry: threading.Event,
+        *,
+        dsn: str,
+        owner: str,
     ) -> None:
         self.app = app
         self.settings = settings
         self.client = client
         self.owner = owner
+        self.failed = False
         self.running = Running()
-        self.finisher = Finisher(client)
+        self.finisher = Finisher(client, self.crashed)
         self.runners = {name: QueueRunner(self, name, slots) for name, slots in queues.items()}
-        self._heartbeater = Heartbeater(client, self.running)
+        self._heartbeater = Heartbeater(client, self.running, self.crashed)
         self._listener = Listener(dsn, self.wake)
         self._sweeper = Sweeper(client, settings.recovery_interval_seconds)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
+        self._stop = stop
+        self._hurry = hurry
 
-    def run(self, stop: threading.Event, hurry: threading.Event) -> None:
+    def run(self) -> None:
         """Work until ``stop`` is set, then shut down (``hurry`` cuts the grace short)."""
         self.finisher.start()
         self._heartbeater.start()
@@ -478,9 +505,15 @@ class Runtime:
             runner.start()
         self._listener.start()
         self._sweeper.start()
-        while not stop.wait(1.0):
+        while not self._stop.wait(1.0):
             self._record_pool_stats()
-        self._shutdown(hurry)
+        self._shutdown()
+
+    def crashed(self, error: BaseException) -> None:
+        """A service thread died unexpectedly: shut the worker down with a failure code."""
+        log.critical("worker thread %s crashed; stopping", threading.current_thread().name, exc_info=error)
+        self.failed = True
+        self._stop.set()
 
     def wake(self, queue: str | None) -> None:
         """Nudge one queue's claimer (``None``: every queue)."""
@@ -521,7 +554,7 @@ class Runtime:
         metrics.POOL_CONNECTIONS.labels("available").set(stats.get("pool_available", 0))
         metrics.POOL_CONNECTIONS.labels("waiting").set(stats.get("requests_waiting", 0))
 
-    def _shutdown(self, hurry: threading.Event) -> None:
+    def _shutdown(self) -> None:
         grace = self.settings.grace_period_seconds
         log.info("worker %s stopping: no new claims; %.1fs grace for running jobs", self.owner, grace)
         deadline = time.monotonic() + grace
@@ -529,7 +562,7 @@ class Runtime:
         self._sweeper.stop()
         for runner in self.runners.values():
             runner.stop_claiming(max(0.0, deadline - time.monotonic()))
-        while self.running.snapshot() and time.monotonic() < deadline and not hurry.is_set():
+        while self.running.snapshot() and time.monotonic() < deadline and not self._hurry.is_set():
             self.running.wait_change(0.1)
         abandoned = self.running.abandon()
         for job in abandoned:
@@ -580,14 +613,22 @@ class Worker:
         client = self._connect()
         if client is None:
             return 0
+        runtime = Runtime(
+            self.app,
+            self.queues,
+            self.settings,
+            client,
+            self._stop,
+            self._hurry,
+            dsn=self._dsn,
+            owner=self.owner,
+        )
         try:
-            Runtime(self.app, self.queues, self.settings, client, dsn=self._dsn, owner=self.owner).run(
-                self._stop, self._hurry
-            )
+            runtime.run()
         finally:
             client.close()
         log.info("worker %s stopped", self.owner)
-        return 0
+        return 1 if runtime.failed else 0
 
     def _connect(self) -> Client | None:
         """A client with its pool open once every queue is found declared, waiting out
