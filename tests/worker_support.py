@@ -136,15 +136,14 @@ class Workers:
 
 @contextmanager
 def running_workers(dsn: str, log_dir: Path, app: str = PROBE_APP) -> Iterator[Workers]:
-    """:class:`Workers` whose logs are printed when the block fails."""
+    """:class:`Workers`, reaped at the end; their logs are printed then (pytest shows
+    them for a failed test)."""
     workers = Workers(dsn, log_dir, app)
     try:
         yield workers
-    except BaseException:
-        print(workers.logs())
-        raise
     finally:
         workers.close()
+        print(workers.logs())
 
 
 def listener_pids(db: psycopg.Connection) -> set[int]:

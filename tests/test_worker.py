@@ -1,0 +1,277 @@
+"""The worker runtime: its entry points, and real worker processes doing their job."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from apps.probe import create_probe_tables
+from worker_support import Workers, job_row, running_workers, statuses, wait_for, wait_listening
+
+from fairsched import Client, JobSpec, QueueSettings, Settings
+from fairsched.app import App, Job
+from fairsched.errors import ConfigError, InvalidInput, LeaseLost
+from fairsched.lease import Lease
+from fairsched.worker import load_app, parse_queue_slots
+
+
+def declare(client: Client, queue: str = "probe", *, lease: float = 5, **settings: Any) -> None:
+    values: dict[str, Any] = {"backoff_base_seconds": 0.0, "backoff_max_seconds": 0.0, **settings}
+    client.declare_queue(queue, QueueSettings(lease_seconds=lease, **values))
+
+
+@pytest.fixture
+def client(fresh_db: str, db: psycopg.Connection) -> Iterator[Client]:
+    create_probe_tables(db)
+    with Client(fresh_db, settings=Settings()) as c:
+        yield c
+
+
+@pytest.fixture
+def workers(fresh_db: str, tmp_path: Path) -> Iterator[Workers]:
+    with running_workers(fresh_db, tmp_path) as w:
+        yield w
+
+
+def probe_events(db: psycopg.Connection, job_id: int) -> list[tuple[int, str]]:
+    rows = db.execute(
+        "SELECT attempt, event FROM public.probe_events WHERE job_id = %s ORDER BY id", (job_id,)
+    ).fetchall()
+    return [(attempt, name) for attempt, name in rows]
+
+
+def attempt_outcomes(db: psycopg.Connection, job_id: int) -> list[str]:
+    rows = db.execute(
+        "SELECT outcome FROM fairsched.attempts WHERE job_id = %s ORDER BY lease_token", (job_id,)
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+# -- entry points --------------------------------------------------------------
+
+
+def test_load_app_finds_the_app() -> None:
+    app = load_app("apps.probe:app")
+    assert set(app.queues) == {"probe", "aprobe"}
+    assert app.is_async("aprobe") and not app.is_async("probe")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("apps.probe", "expected module:attribute"),
+        (":app", "expected module:attribute"),
+        ("apps.nosuchmodule:app", "cannot import 'apps.nosuchmodule'"),
+        ("apps.probe:nothing", "apps.probe.nothing is missing, not a fairsched App"),
+        ("apps.probe:event", "is a function, not a fairsched App"),
+    ],
+)
+def test_load_app_rejects_bad_specs(spec: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_app(spec)
+
+
+def test_parse_queue_slots() -> None:
+    assert parse_queue_slots(["emails=8", "reports=2"]) == {"emails": 8, "reports": 2}
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (["emails"], "expected queue=slots"),
+        (["emails=0"], "slots must be a whole number"),
+        (["emails=-1"], "slots must be a whole number"),
+        (["emails=two"], "slots must be a whole number"),
+        (["emails=1001"], "slots must be a whole number"),
+        (["bad name=1"], "invalid queue name"),
+        (["emails=1", "emails=2"], "given twice"),
+        ([], "at least one --queue"),
+    ],
+)
+def test_parse_queue_slots_rejects_bad_values(items: list[str], message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        parse_queue_slots(items)
+
+
+def test_app_handlers_are_one_per_queue() -> None:
+    app = App()
+
+    @app.handler("emails")
+    def send(job: Job) -> None:
+        del job
+
+    with pytest.raises(ConfigError, match="already has a handler"):
+        app.handler("emails")(send)
+    with pytest.raises(ConfigError, match="no handler for queue 'reports'"):
+        app.handler_for("reports")
+    with pytest.raises(InvalidInput):
+        app.handler("no spaces allowed")
+
+
+def _lease(seconds: float) -> Lease:
+    now = datetime.now(UTC)
+    return Lease(
+        id=7, queue="q", token=1, owner="w", expires_at=now + timedelta(seconds=seconds), tenant="t",
+        payload={"a": 1}, attempt=1, max_attempts=3, idempotency_key="k-7", priority=0,
+        aggregate_key=None, aggregate_seq=None, created_at=now, started_at=now, lease_seconds=seconds,
+    )  # fmt: skip
+
+
+def test_job_reports_progress_and_sees_its_lease_lost() -> None:
+    job = Job(_lease(30), claimed_local=0.0)
+    assert job.lost, "30 s after a claim made at monotonic 0, the lease has surely expired"
+    with pytest.raises(LeaseLost):
+        job.progress(1)
+
+    fresh = Job(_lease(30), claimed_local=time.monotonic())
+    assert (fresh.id, fresh.tenant, fresh.payload, fresh.idempotency_key) == (7, "t", {"a": 1}, "k-7")
+    assert not fresh.lost
+    fresh.progress({"rows": 10})
+    with pytest.raises(InvalidInput, match="JSON"):
+        fresh.progress(object())
+    fresh.mark_lost()
+    assert fresh.lost
+    with pytest.raises(LeaseLost):
+        fresh.progress(2)
+
+
+# -- real worker processes ------------------------------------------------------
+
+
+def test_worker_drains_jobs_and_exits_zero_on_sigterm(
+    client: Client, db: psycopg.Connection, workers: Workers
+) -> None:
+    declare(client)
+    w = workers.start({"probe": 8})
+    wait_listening(db, 1)
+    client.enqueue_many("probe", [JobSpec({}, f"t{i % 3}") for i in range(500)])
+    wait_for(lambda: statuses(db) == {"succeeded": 500}, "500 jobs succeeded")
+    assert w.stop() == 0
+    assert db.execute("SELECT count(*) FROM fairsched.attempts WHERE outcome = 'succeeded'").fetchone() == (
+        500,
+    )
+
+
+def test_permanent_error_is_dead_at_once(client: Client, db: psycopg.Connection, workers: Workers) -> None:
+    declare(client, max_attempts=5)
+    job_id = client.enqueue("probe", {"fail": "permanent"}, tenant="t")
+    workers.start({"probe": 1})
+    wait_for(lambda: job_row(db, job_id)["status"] == "dead", "the job is dead")
+    row = job_row(db, job_id)
+    assert (row["attempt_count"], row["last_error_code"]) == (1, "fairsched.errors.PermanentError")
+    assert attempt_outcomes(db, job_id) == ["dead"]
+
+
+def test_progress_keeps_a_job_running_past_its_lease(
+    client: Client, db: psycopg.Connection, workers: Workers
+) -> None:
+    declare(client, lease=1)
+    job_id = client.enqueue("probe", {"steps": 30, "step_seconds": 0.1}, tenant="t")
+    workers.start({"probe": 1})
+    wait_for(lambda: job_row(db, job_id)["status"] == "succeeded", "the long job succeeded")
+    assert attempt_outcomes(db, job_id) == ["succeeded"], "three lease lengths, one attempt"
+
+
+def test_lost_lease_is_visible_to_the_handler(
+    client: Client, db: psycopg.Connection, workers: Workers
+) -> None:
+    declare(client, lease=1)
+    payload = {"record": True, "steps": 3, "stall_after": 0, "slow_attempts": 1}
+    job_id = client.enqueue("probe", payload, tenant="t")
+    w = workers.start({"probe": 2})
+    wait_for(lambda: job_row(db, job_id)["status"] == "succeeded", "the retry succeeded")
+    wait_for(lambda: (1, "progress_raised") in probe_events(db, job_id), "attempt 1 saw LeaseLost")
+    assert w.stop() == 0
+    assert probe_events(db, job_id)[:3] == [(1, "start"), (1, "stalled"), (1, "lost")]
+    assert (2, "end") in probe_events(db, job_id)
+    assert attempt_outcomes(db, job_id) == ["expired", "succeeded"]
+    stale = db.execute(
+        "SELECT detail->>'op' FROM fairsched.job_events"
+        " WHERE job_id = %s AND kind = 'stale_completion_rejected'",
+        (job_id,),
+    ).fetchall()
+    assert stale == [("complete",)], "attempt 1's late completion was refused"
+
+
+def test_async_handlers_run_on_the_event_loop(
+    client: Client, db: psycopg.Connection, workers: Workers
+) -> None:
+    declare(client, "aprobe", lease=1)
+    ok = client.enqueue_many("aprobe", [JobSpec({"steps": 3}, "t") for _ in range(40)])
+    long = client.enqueue("aprobe", {"steps": 25, "step_seconds": 0.1, "record": True}, tenant="t")
+    bad = client.enqueue("aprobe", {"fail": "permanent"}, tenant="t")
+    workers.start({"aprobe": 16})
+    wait_for(lambda: statuses(db) == {"succeeded": 41, "dead": 1}, "async jobs done")
+    assert job_row(db, bad)["status"] == "dead"
+    assert attempt_outcomes(db, long) == ["succeeded"], "async progress renews the lease"
+    assert all(attempt_outcomes(db, job_id) == ["succeeded"] for job_id in ok)
+
+
+def test_sigterm_lets_the_running_job_finish_within_grace(
+    client: Client, db: psycopg.Connection, workers: Workers
+) -> None:
+    declare(client, lease=10)
+    running = client.enqueue("probe", {"record": True, "sleep": 1.0}, tenant="t")
+    w = workers.start({"probe": 1}, settings={"FAIRSCHED_GRACE_PERIOD_SECONDS": "30"})
+    wait_for(lambda: probe_events(db, running), "the job started")
+    waiting = client.enqueue("probe", {}, tenant="t")
+    w.send(signal.SIGTERM)
+    assert w.wait() == 0
+    assert job_row(db, running)["status"] == "succeeded"
+    row = job_row(db, waiting)
+    assert (row["status"], row["attempt_count"]) == ("pending", 0), "nothing claimed after SIGTERM"
+
+
+def test_sigterm_releases_jobs_still_running_after_grace(
+    client: Client, db: psycopg.Connection, workers: Workers
+) -> None:
+    declare(client, lease=30)
+    job_id = client.enqueue("probe", {"record": True, "sleep": 120}, tenant="t")
+    w = workers.start({"probe": 1}, settings={"FAIRSCHED_GRACE_PERIOD_SECONDS": "0.5"})
+    wait_for(lambda: probe_events(db, job_id), "the job started")
+    w.send(signal.SIGTERM)
+    assert w.wait() == 0
+    row = job_row(db, job_id)
+    assert (row["status"], row["attempt_count"], row["lease_token"]) == ("pending", 0, 1)
+    assert attempt_outcomes(db, job_id) == ["released"]
+    [lease] = client.claim("probe", owner="next")
+    assert (lease.id, lease.token, lease.attempt) == (job_id, 2, 1), "claimable at once"
+
+
+def test_worker_waits_out_an_unreachable_database(tmp_path: Path) -> None:
+    with running_workers("postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1", tmp_path) as ws:
+        w = ws.start({"probe": 1})
+        wait_for(lambda: "database not reachable" in w.output(), "the worker reports the outage")
+        assert w.proc.poll() is None, "an outage does not end the worker"
+        assert w.stop() == 0
+
+
+def test_worker_refuses_an_undeclared_queue(client: Client, workers: Workers) -> None:
+    w = workers.start({"aprobe": 1})
+    assert w.wait() == 1
+    assert "unknown queue 'aprobe'" in w.output()
+
+
+def test_worker_refuses_a_queue_without_handler(client: Client, workers: Workers) -> None:
+    declare(client, "reports")
+    w = workers.start({"reports": 1})
+    assert w.wait() == 1
+    assert "no handler for queue 'reports'" in w.output()
+
+
+def test_worker_with_64_slots_stays_small(client: Client, db: psycopg.Connection, workers: Workers) -> None:
+    declare(client)
+    w = workers.start({"probe": 64})
+    wait_listening(db, 1)
+    client.enqueue_many("probe", [JobSpec({"sleep": 0.02}, "t") for _ in range(2000)])
+    wait_for(lambda: statuses(db) == {"succeeded": 2000}, "2000 jobs succeeded")
+    status = Path(f"/proc/{w.pid}/status").read_text()
+    rss_kb = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+    print(f"\nworker RSS at 64 slots after 2000 jobs: {rss_kb / 1024:.1f} MB")
+    assert rss_kb <= 150 * 1024
