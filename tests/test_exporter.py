@@ -159,6 +159,7 @@ def _spec(tenant: str) -> JobSpec:
 # -- plans: indexes only, and a cost that does not grow with the backlog -------------------------
 
 LIMITS = ExporterSettings(count_limit=200, tenant_window=100)
+NOT_PLANNED = {"exporter_transaction_setup", "exporter_transaction_limits", "exporter_now"}
 
 
 def scrape_buffers(conn: psycopg.Connection) -> tuple[int, list[str]]:
@@ -168,9 +169,13 @@ def scrape_buffers(conn: psycopg.Connection) -> tuple[int, list[str]]:
         "count_limit": LIMITS.count_limit,
         "window": LIMITS.tenant_window,
         "near_seconds": LIMITS.near_expiry_seconds,
+        "queues": ["q"] * 20,
+        "tenants": [f"t{i}" for i in range(20)],
     }
     total, lines = 0, []
-    for name in ("exporter_queue_levels", "exporter_tenant_window", "exporter_running", "exporter_dead"):
+    names = [n for n in QUERIES if n.startswith("exporter_") and n not in NOT_PLANNED]
+    assert names
+    for name in names:
         rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + QUERIES[name], params)
         plan = [r[0] for r in rows]
         lines += plan
@@ -264,3 +269,43 @@ def test_exporter_process_serves_metrics_and_stops_on_sigterm(
     assert [n for n, _ in samples if n == "fairsched_build_info"]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
+
+
+def test_weighted_shares_claims_and_aggregates(client: Client, db: psycopg.Connection, fresh_db: str) -> None:
+    """Entitled shares from the weighted policy's state, its claim counters, blocked and gap-waiting
+    aggregates (state rows written directly, as the policies keep them)."""
+    for tenant in ("a", "b", "c"):
+        client.enqueue("q", {}, tenant=tenant)
+    db.execute(
+        """INSERT INTO fairsched.tenant_shares (queue_name, tenant, weight, active, claimed_total)
+           VALUES ('q', 'a', 1, true, 10), ('q', 'b', 3, true, 30), ('q', 'c', 4, false, 7)"""
+    )
+    db.execute(
+        """INSERT INTO fairsched.aggregates (queue_name, tenant, aggregate_key, next_seq, blocked_job_id,
+                                             gap_since)
+           VALUES ('q', 'a', 'order-1', 2, 41, NULL), ('q', 'a', 'order-2', 1, 42, NULL),
+                  ('q', 'b', 'order-3', 5, NULL, now() - interval '120 s'),
+                  ('q', 'b', 'order-4', 1, NULL, NULL)"""
+    )
+    s = scrape(fresh_db, top_tenants=2)
+    entitled = "fairsched_tenant_entitled_share_ratio"
+    labeled = tenants_of(s, entitled, "q")
+    assert labeled == {"a", "b", "other"}
+    assert value(s, entitled, queue="q", tenant="a") == pytest.approx(0.25)
+    assert value(s, entitled, queue="q", tenant="b") == pytest.approx(0.75)
+    assert value(s, entitled, queue="q", tenant="other") == pytest.approx(0.0)
+    assert value(s, "fairsched_tenant_weight", queue="q", tenant="b") == 3
+    assert value(s, "fairsched_tenant_claimed_jobs_total", queue="q", tenant="a") == 10
+    assert value(s, "fairsched_queue_active_tenants", queue="q") == 2
+    assert value(s, "fairsched_queue_blocked_aggregates", queue="q") == 2
+    assert value(s, "fairsched_queue_gap_waiting_aggregates", queue="q") == 1
+    assert 120 <= value(s, "fairsched_queue_oldest_gap_wait_seconds", queue="q") < 3600
+
+
+def test_equal_split_without_weighted_state(client: Client, fresh_db: str) -> None:
+    for tenant in ("a", "b", "c", "d"):
+        client.enqueue("q", {}, tenant=tenant)
+    s = scrape(fresh_db, top_tenants=1)
+    entitled = "fairsched_tenant_entitled_share_ratio"
+    assert value(s, entitled, queue="q", tenant="a") == pytest.approx(0.25)
+    assert value(s, entitled, queue="q", tenant="other") == pytest.approx(0.75)

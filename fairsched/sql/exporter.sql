@@ -89,6 +89,43 @@ SELECT now()
 -- One consistent, read-only snapshot per scrape.
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
 
--- name: exporter_statement_timeout
--- Bound every statement of the scrape's transaction.
-SELECT set_config('statement_timeout', %(timeout_ms)s, true)
+-- name: exporter_transaction_limits
+-- Bound every statement of the scrape's transaction, and keep JIT off: the recursive level
+-- walk is estimated far above its real cost, and compiling it costs more than running it.
+SELECT set_config('statement_timeout', %(timeout_ms)s, true), set_config('jit', 'off', true)
+
+-- name: exporter_aggregates
+-- Per known queue: serial aggregates blocked by a dead job and aggregates waiting on a
+-- sequence gap (each counted up to %(count_limit)s), and the oldest gap wait's start.
+SELECT q.name AS queue_name,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM fairsched.aggregates a
+             WHERE a.queue_name = q.name AND a.blocked_job_id IS NOT NULL
+             LIMIT %(count_limit)s) c) AS blocked,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM fairsched.aggregates a
+             WHERE a.queue_name = q.name AND a.gap_since IS NOT NULL
+             LIMIT %(count_limit)s) c) AS gap_waiting,
+       (SELECT min(a.gap_since) FROM fairsched.aggregates a
+         WHERE a.queue_name = q.name AND a.gap_since IS NOT NULL) AS oldest_gap_since
+  FROM fairsched.queues q
+
+-- name: exporter_active_weights
+-- Per known queue: how many tenants are active in the weighted policy and the sum of
+-- their weights, over the %(count_limit)s active tenants next in line (lowest pass, walking
+-- tenant_shares_pass_idx).
+SELECT q.name AS queue_name, s.tenants, s.weight
+  FROM fairsched.queues q
+ CROSS JOIN LATERAL (
+        SELECT count(*) AS tenants, coalesce(sum(a.weight), 0) AS weight
+          FROM (SELECT t.weight FROM fairsched.tenant_shares t
+                 WHERE t.queue_name = q.name AND t.active
+                 ORDER BY t.pass
+                 LIMIT %(count_limit)s) a) s
+
+-- name: exporter_tenant_shares
+-- Weight, activity and claims so far of the given (queue, tenant) pairs: one primary
+-- key lookup each.
+SELECT t.queue_name, t.tenant, t.weight, t.active, t.claimed_total
+  FROM unnest(%(queues)s::text[], %(tenants)s::text[]) AS k(queue_name, tenant)
+  JOIN fairsched.tenant_shares t ON t.queue_name = k.queue_name AND t.tenant = k.tenant
