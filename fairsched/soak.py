@@ -274,7 +274,7 @@ class Soak:
         if exc_type is None:
             self.finish()
         else:
-            self._stop_all()
+            self.close()
 
     def start(self) -> None:
         """Declare the queue, reset the ledger, start the workers and the producer."""
@@ -311,7 +311,7 @@ class Soak:
             self.restart_dead()
             drained = self._drain()
         finally:
-            self._stop_all()
+            self.close()
         if self._errors:
             raise self._errors[0]
         report, stale = self._retrying(self._check)
@@ -328,7 +328,8 @@ class Soak:
         )
         return self.result
 
-    def _stop_all(self) -> None:
+    def close(self) -> None:
+        """Stop producing and stop the workers (no drain, no check); safe to call twice."""
         self._stop.set()
         for worker in self.workers:
             worker.stop(timeout=15.0)
