@@ -47,8 +47,8 @@ FLOOD_SHARE = 0.7
 AGGREGATE_TENANT = "acme"
 AGGREGATE_KEY = "order-7"
 AGGREGATE_LENGTH = 5
-FLAKY_EVERY = 40
-"""One job in this many fails once or twice with a retryable error, then succeeds."""
+FLAKY_SHARE = 0.025
+"""The part of the jobs that fail once or twice with a retryable error, then succeed."""
 ENQUEUE_BATCH = 1000
 MIN_JOBS = 4 * len(SMALL_TENANTS) + AGGREGATE_LENGTH
 READY_SECONDS = 60.0
@@ -122,7 +122,7 @@ def workload(plan: DemoPlan) -> list[JobSpec]:
     rng = random.Random(7)
 
     def task(n: int, **extra: Any) -> dict[str, Any]:
-        flaky = rng.choice((1, 2)) if n % FLAKY_EVERY == FLAKY_EVERY - 1 else 0
+        flaky = rng.choice((1, 2)) if rng.random() < FLAKY_SHARE else 0
         return {"n": n, "work": round(plan.work_seconds * rng.uniform(0.5, 1.5), 4), "flaky": flaky, **extra}
 
     flood = round(plan.jobs * FLOOD_SHARE)
