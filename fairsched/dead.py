@@ -11,7 +11,8 @@ from psycopg.rows import class_row, dict_row
 
 from fairsched.db import operation
 from fairsched.errors import JobNotFound
-from fairsched.lease import jobs_settle
+from fairsched.lease import aggregates_advance, jobs_settle, tenants_activate
+from fairsched.policy import queue_stack
 from fairsched.sql import QUERIES
 
 
@@ -66,3 +67,50 @@ def dead_replay(conn: psycopg.Connection, job_id: int, *, by: str = "api") -> No
 def dead_discard(conn: psycopg.Connection, job_id: int, *, by: str = "api") -> None:
     """Resolve a dead job without running it; it stays in the table as ``discarded``."""
     _dead_transition(conn, "dead_discard", job_id, by)
+
+
+@dataclass(frozen=True)
+class BlockedAggregate:
+    """A serial aggregate held by its dead head (poison mode ``block``)."""
+
+    queue_name: str
+    tenant: str
+    aggregate_key: str
+    blocked_job_id: int
+    since: datetime | None
+
+
+def aggregates_blocked(conn: psycopg.Connection, *, queue: str | None = None) -> list[BlockedAggregate]:
+    """Aggregates held by a dead job, longest-blocked first."""
+    with operation("aggregates_blocked"), conn.cursor(row_factory=class_row(BlockedAggregate)) as cur:
+        return cur.execute(QUERIES["aggregates_blocked"], {"queue": queue}).fetchall()
+
+
+def aggregate_unblock(conn: psycopg.Connection, queue: str, tenant: str, key: str, *, by: str = "api") -> int:
+    """Run a blocked aggregate's dead head again (same id); returns the job id."""
+    with conn.transaction():
+        with operation("aggregate_unblock"):
+            row = conn.execute(
+                QUERIES["aggregate_unblock"], {"queue": queue, "tenant": tenant, "key": key, "by": by}
+            ).fetchone()
+        if row is None:
+            raise JobNotFound(f"aggregate {key!r} of tenant {tenant!r} on {queue!r} is not blocked")
+        jobs_settle(conn, [row[0]], left_running=False)
+    job_id: int = row[0]
+    return job_id
+
+
+def aggregate_skip(conn: psycopg.Connection, queue: str, tenant: str, key: str, *, by: str = "api") -> int:
+    """Discard a blocked aggregate's dead head and run its next job; returns the discarded id."""
+    with conn.transaction():
+        with operation("aggregate_skip"):
+            row = conn.execute(
+                QUERIES["aggregate_skip"], {"queue": queue, "tenant": tenant, "key": key, "by": by}
+            ).fetchone()
+        if row is None:
+            raise JobNotFound(f"aggregate {key!r} of tenant {tenant!r} on {queue!r} is not blocked")
+        promoted = aggregates_advance(conn, [(queue, tenant, key)])
+        if promoted and queue_stack(conn, queue).weighted:
+            tenants_activate(conn, queue, [p[2] for p in promoted], [p[3] for p in promoted])
+    job_id: int = row[0]
+    return job_id

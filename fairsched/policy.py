@@ -34,7 +34,7 @@ import psycopg
 from psycopg import sql
 
 from fairsched.db import operation
-from fairsched.errors import ConfigError, UnknownQueue
+from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
 from fairsched.sql import QUERIES
 
 GROUP = "fairsched.policies"
@@ -197,3 +197,48 @@ def forget_stacks() -> None:
 def _database_of(conn: psycopg.Connection) -> str:
     info = conn.info
     return f"{info.host}:{info.port}/{info.dbname}"
+
+
+@dataclass(frozen=True)
+class TenantShare:
+    """A tenant's weighted-share state on one queue."""
+
+    tenant: str
+    weight: float
+    cap: int | None
+    running: int
+    active: bool
+    pass_: float
+    claimed_total: int
+    charged_total: float
+    runtime_estimate: float
+
+
+def tenant_share_set(
+    conn: psycopg.Connection,
+    queue: str,
+    tenant: str,
+    *,
+    weight: float | None = None,
+    cap: int | None = None,
+) -> None:
+    """Set a tenant's weight and/or running cap on a queue (``cap=0`` removes the cap).
+
+    Takes effect on the next claim, for the queued backlog too.
+    """
+    if weight is not None and not (isinstance(weight, int | float) and 0 < weight <= 1_000_000):
+        raise InvalidInput(f"weight must be in (0, 1000000], got {weight!r}")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+        raise InvalidInput(f"cap must be a non-negative integer (0 removes it), got {cap!r}")
+    queue_stack(conn, queue)
+    with operation("tenant_share_set"):
+        conn.execute(
+            QUERIES["tenant_share_set"], {"queue": queue, "tenant": tenant, "weight": weight, "cap": cap}
+        )
+
+
+def tenant_shares_list(conn: psycopg.Connection, queue: str) -> list[TenantShare]:
+    """Every tenant's share state on ``queue``."""
+    with operation("tenant_shares_list"):
+        rows = conn.execute(QUERIES["tenant_shares_list"], {"queue": queue}).fetchall()
+    return [TenantShare(*row) for row in rows]

@@ -221,12 +221,18 @@ SELECT id, queue_name, tenant, available_at FROM promoted
 
 -- name: aggregate_unblock
 -- Run an aggregate's dead head again (same id, fresh attempts); the aggregate resumes.
-WITH agg AS (
-    UPDATE fairsched.aggregates AS a
-       SET blocked_job_id = NULL, updated_at = now()
+WITH old AS (
+    SELECT a.blocked_job_id AS job_id
+      FROM fairsched.aggregates a
      WHERE a.queue_name = %(queue)s AND a.tenant = %(tenant)s AND a.aggregate_key = %(key)s
        AND a.blocked_job_id IS NOT NULL
-    RETURNING a.blocked_job_id
+       FOR UPDATE
+), agg AS (
+    UPDATE fairsched.aggregates AS a
+       SET blocked_job_id = NULL, updated_at = now()
+      FROM old
+     WHERE a.queue_name = %(queue)s AND a.tenant = %(tenant)s AND a.aggregate_key = %(key)s
+    RETURNING old.job_id AS blocked_job_id
 ), moved AS (
     UPDATE fairsched.jobs AS j
        SET status = 'pending', attempt_count = 0, available_at = now(), finished_at = NULL
@@ -242,15 +248,21 @@ SELECT id, available_at FROM moved
 
 -- name: aggregate_skip
 -- Discard an aggregate's dead head and let the aggregate move past it.
-WITH agg AS (
+WITH old AS (
+    SELECT a.blocked_job_id AS job_id
+      FROM fairsched.aggregates a
+     WHERE a.queue_name = %(queue)s AND a.tenant = %(tenant)s AND a.aggregate_key = %(key)s
+       AND a.blocked_job_id IS NOT NULL
+       FOR UPDATE
+), agg AS (
     UPDATE fairsched.aggregates AS a
        SET blocked_job_id = NULL, updated_at = now(),
            next_seq = greatest(a.next_seq, coalesce(
-               (SELECT j.aggregate_seq + 1 FROM fairsched.jobs j WHERE j.id = a.blocked_job_id),
+               (SELECT j.aggregate_seq + 1 FROM fairsched.jobs j WHERE j.id = old.job_id),
                a.next_seq))
+      FROM old
      WHERE a.queue_name = %(queue)s AND a.tenant = %(tenant)s AND a.aggregate_key = %(key)s
-       AND a.blocked_job_id IS NOT NULL
-    RETURNING a.blocked_job_id
+    RETURNING old.job_id AS blocked_job_id
 ), moved AS (
     UPDATE fairsched.jobs AS j
        SET status = 'discarded'

@@ -1,0 +1,130 @@
+"""weighted: proportional shares, work conservation, no banked credit, caps, runtime
+charging and live weight changes, with concurrent claimers on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import psycopg
+import pytest
+
+from fairsched import Client
+from fairsched.errors import InvalidInput
+from fairsched.lease import Lease
+from fairsched.policy import tenant_share_set, tenant_shares_list
+from tests.policies_support import claim_concurrently, declare, fill, shares
+
+
+def test_shares_follow_weights_1_2_5_over_10k_claims(client: Client) -> None:
+    declare(client, "w", ["weighted"], tenants={"a": {"weight": 1}, "b": {"weight": 2}, "c": {"weight": 5}})
+    for tenant in "abc":
+        fill(client, "w", tenant, 7000)
+    leases = claim_concurrently(client, "w", claims=10_000, workers=4, batch=10)
+    assert len(leases) == 10_000
+    observed = shares(leases)
+    for tenant, entitled in {"a": 12.5, "b": 25.0, "c": 62.5}.items():
+        assert abs(observed[tenant] - entitled) <= 2.0, observed
+
+
+def test_a_lone_tenant_gets_every_claim(client: Client) -> None:
+    declare(client, "w", ["weighted"], tenants={"small": {"weight": 1}, "big": {"weight": 100}})
+    fill(client, "w", "small", 300)
+    leases = claim_concurrently(client, "w", claims=1000, workers=4, batch=7)
+    assert len(leases) == 300 and {lease.tenant for lease in leases} == {"small"}
+
+
+def test_a_returning_idle_tenant_banks_no_credit(client: Client) -> None:
+    declare(client, "w", ["weighted"])
+    fill(client, "w", "busy", 3000)
+    claim_concurrently(client, "w", claims=2000, workers=2, batch=10)
+    fill(client, "w", "back", 1000)
+    leases = claim_concurrently(client, "w", claims=400, workers=2, batch=10)
+    observed = shares(leases)
+    assert abs(observed["back"] - 50.0) <= 5.0, observed
+
+
+def test_caps_hold_under_concurrency(client: Client, db: psycopg.Connection) -> None:
+    declare(client, "w", ["weighted"], tenant_cap=3, tenants={"capped": {"weight": 50, "cap": 2}})
+    fill(client, "w", "capped", 200)
+    fill(client, "w", "other", 200)
+    peak: Counter[str] = Counter()
+    running: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def handle(lease: Lease) -> None:
+        with lock:
+            running[lease.tenant] += 1
+            peak[lease.tenant] = max(peak[lease.tenant], running[lease.tenant])
+        time.sleep(0.002)
+        with lock:
+            running[lease.tenant] -= 1
+
+    def observe() -> None:
+        while not done.is_set():
+            rows = db.execute(
+                "SELECT tenant, count(*) FROM fairsched.jobs WHERE status = 'running' GROUP BY tenant"
+            ).fetchall()
+            for tenant, n in rows:
+                with lock:
+                    peak["db:" + tenant] = max(peak["db:" + tenant], n)
+
+    done = threading.Event()
+    watcher = threading.Thread(target=observe)
+    watcher.start()
+    try:
+        leases = claim_concurrently(client, "w", claims=400, workers=8, batch=3, handle=handle)
+    finally:
+        done.set()
+        watcher.join()
+    assert len(leases) == 400
+    assert peak["db:capped"] <= 2 and peak["db:other"] <= 3, peak
+    assert {s.tenant: s.running for s in tenant_shares_list(db, "w")} == {"capped": 0, "other": 0}
+
+
+def test_runtime_charging_evens_worker_time(client: Client, db: psycopg.Connection) -> None:
+    declare(client, "w", ["weighted"], charge="runtime")
+    client.enqueue_many("w", [_spec("slow", 0.02) for _ in range(300)])
+    client.enqueue_many("w", [_spec("fast", 0.002) for _ in range(3000)])
+
+    def handle(lease: Lease) -> None:
+        time.sleep(lease.payload["s"])
+
+    leases = claim_concurrently(client, "w", claims=900, workers=2, batch=1, handle=handle)
+    counts = Counter(lease.tenant for lease in leases)
+    # Worker-time as the database measured it: claim to completion of each attempt.
+    spent = dict(
+        db.execute(
+            """SELECT j.tenant, sum(extract(epoch FROM a.finished_at - a.claimed_at))
+                 FROM fairsched.attempts a JOIN fairsched.jobs j ON j.id = a.job_id
+                GROUP BY j.tenant"""
+        ).fetchall()
+    )
+    assert counts["fast"] > 2 * counts["slow"], counts
+    ratio = float(spent["slow"] / spent["fast"])
+    assert 0.67 <= ratio <= 1.5, (spent, counts)
+
+
+def _spec(tenant: str, seconds: float) -> object:
+    from fairsched.enqueue import JobSpec
+
+    return JobSpec({"s": seconds}, tenant)
+
+
+def test_a_weight_change_reweights_the_queued_backlog(client: Client, db: psycopg.Connection) -> None:
+    declare(client, "w", ["weighted"])
+    fill(client, "w", "a", 3000)
+    fill(client, "w", "b", 3000)
+    before = shares(claim_concurrently(client, "w", claims=1000, workers=2, batch=10))
+    assert abs(before["a"] - 50.0) <= 3.0, before
+    tenant_share_set(db, "w", "b", weight=3)
+    after = shares(claim_concurrently(client, "w", claims=2000, workers=2, batch=10))
+    assert abs(after["b"] - 75.0) <= 3.0, after
+
+
+def test_weights_are_validated(db: psycopg.Connection, client: Client) -> None:
+    declare(client, "w", ["weighted"])
+    for bad in (0, -1.0, float("nan"), 10**7):
+        with pytest.raises(InvalidInput):
+            tenant_share_set(db, "w", "a", weight=bad)
