@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections.abc import Callable
 
 import psycopg
 
@@ -25,13 +26,15 @@ ALL_QUEUES = "_all"
 
 
 class Sweeper:
-    """Runs :meth:`Client.recover` periodically in a background thread."""
+    """Runs :meth:`Client.recover` periodically in a background thread; calls
+    ``on_recovered()`` after a sweep that put jobs back, so local claimers look at once."""
 
-    def __init__(self, client: Client, interval: float) -> None:
+    def __init__(self, client: Client, interval: float, on_recovered: Callable[[], None]) -> None:
         if not interval > 0:
             raise ValueError("recovery interval must be positive")
         self._client = client
         self._interval = interval
+        self._on_recovered = on_recovered
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fairsched-sweeper", daemon=True)
 
@@ -63,3 +66,5 @@ class Sweeper:
         if result.total:
             metrics.LEASE_EXPIRATIONS.labels(ALL_QUEUES).inc(result.total)
             log.info("recovered expired leases: %d retried, %d dead", result.retried, result.dead)
+        if result.retried:
+            self._on_recovered()

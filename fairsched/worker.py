@@ -491,7 +491,7 @@ class Runtime:
         self.runners = {name: QueueRunner(self, name, slots) for name, slots in queues.items()}
         self._heartbeater = Heartbeater(client, self.running, self.crashed)
         self._listener = Listener(dsn, self.wake)
-        self._sweeper = Sweeper(client, settings.recovery_interval_seconds)
+        self._sweeper = Sweeper(client, settings.recovery_interval_seconds, lambda: self.wake(None))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
         self._stop = stop
