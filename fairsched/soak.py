@@ -217,6 +217,8 @@ class Soak:
     Leaving the block stops production, drains the queue, stops the workers and
     checks the ledger into :attr:`result`. The soak's own bookkeeping uses short
     connections retried through outages, so faults may hit the database too.
+    Workers and the producer connect to ``worker_dsn`` and ``producer_dsn`` when
+    given (e.g. through PgBouncer); migrations, bookkeeping and the ledger use ``dsn``.
     """
 
     def __init__(
@@ -233,6 +235,7 @@ class Soak:
         seed: int | None = None,
         log_dir: Path | None = None,
         worker_dsn: str | None = None,
+        producer_dsn: str | None = None,
         worker_env: Mapping[str, str] | None = None,
         worker_prefix: Sequence[str] = (),
     ) -> None:
@@ -259,7 +262,9 @@ class Soak:
         self._generation = 0
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
-        self._client = Client(dsn, settings=Settings(database_url=dsn, prepare_threshold=None))
+        self._admin = Client(dsn, settings=Settings(database_url=dsn, prepare_threshold=None))
+        producer = producer_dsn or dsn
+        self._client = Client(producer, settings=Settings(database_url=producer, prepare_threshold=None))
         self._producer = threading.Thread(target=self._produce, name="soak-producer", daemon=True)
         self._began = 0.0
         self._started_db: datetime | None = None
@@ -278,8 +283,8 @@ class Soak:
 
     def start(self) -> None:
         """Declare the queue, reset the ledger, start the workers and the producer."""
-        self._client.migrate()
-        self._client.declare_queue(
+        self._admin.migrate()
+        self._admin.declare_queue(
             QUEUE,
             QueueSettings(
                 lease_seconds=self.lease_seconds,
@@ -334,6 +339,7 @@ class Soak:
         for worker in self.workers:
             worker.stop(timeout=15.0)
         self._client.close()
+        self._admin.close()
 
     # -- faults -----------------------------------------------------------------
 

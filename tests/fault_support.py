@@ -273,6 +273,7 @@ class PgBouncer:
             f"listen_port = {self.port}\n"
             "unix_socket_dir =\n"
             "auth_type = trust\n"
+            "admin_users = postgres\n"
             f"auth_file = {self.root / 'userlist.txt'}\n"
             "pool_mode = transaction\n"
             "max_client_conn = 500\n"
