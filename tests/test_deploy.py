@@ -195,3 +195,13 @@ def test_dashboard_has_the_required_panels() -> None:
     for panel in panels:
         ref_ids = [t["refId"] for t in panel["targets"]]
         assert len(set(ref_ids)) == len(ref_ids), panel["title"]
+
+
+def test_configmap_holds_a_valid_configuration(tmp_path: Path) -> None:
+    configmap = k8s_objects()[("ConfigMap", "fairsched-config")]
+    path = tmp_path / "fairsched.toml"
+    path.write_text(configmap["data"]["fairsched.toml"], "utf-8")
+    settings = load_settings(path)
+    worker = containers(k8s_objects()[("Deployment", "fairsched-worker-emails")])[0]["args"]
+    served = worker[worker.index("--queue") + 1].split("=")[0]
+    assert served in settings.queues
