@@ -349,6 +349,8 @@ class QueueRunner:
     def start(self) -> None:
         metrics.SLOTS.labels(self.name).set(self.slots)
         metrics.SLOTS_BUSY.labels(self.name).set(0)
+        for counter in (metrics.CLAIMS, metrics.COMPLETIONS, metrics.RETRIES, metrics.DEAD):
+            counter.labels(self.name)  # explicit zeros: the series exist before the first job
         if not self._async:
             for i in range(self.slots):
                 service_thread(f"fairsched-{self.name}-{i}", self._slot_loop, self._worker.crashed).start()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import signal
+import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -275,3 +277,37 @@ def test_worker_with_64_slots_stays_small(client: Client, db: psycopg.Connection
     rss_kb = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
     print(f"\nworker RSS at 64 slots after 2000 jobs: {rss_kb / 1024:.1f} MB")
     assert rss_kb <= 150 * 1024
+
+
+def test_worker_serves_its_metrics(client: Client, db: psycopg.Connection, workers: Workers) -> None:
+    declare(client)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    workers.start({"probe": 4}, extra_args=("--metrics-port", str(port)))
+    wait_listening(db, 1)
+    client.enqueue_many("probe", [JobSpec({}, "t") for _ in range(30)])
+    client.enqueue("probe", {"fail": "permanent"}, tenant="t")
+    wait_for(lambda: statuses(db) == {"succeeded": 30, "dead": 1}, "jobs done")
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text: str = response.read().decode()
+            return text
+
+    def samples() -> dict[str, float]:
+        return {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in scrape().splitlines()
+            if line.startswith("fairsched_") and not line.startswith("fairsched_db_")
+        }
+
+    wait_for(lambda: samples().get('fairsched_completions_total{queue="probe"}') == 30, "completions counted")
+    seen = samples()
+    assert seen['fairsched_worker_slots{queue="probe"}'] == 4
+    assert seen['fairsched_claims_total{queue="probe"}'] == 31
+    assert seen['fairsched_dead_total{queue="probe"}'] == 1
+    assert seen['fairsched_retries_total{queue="probe"}'] == 0
+    assert seen['fairsched_failures_total{error_code="fairsched.errors.PermanentError",queue="probe"}'] == 1
+    assert seen['fairsched_wait_seconds_count{queue="probe"}'] == 31
+    assert seen['fairsched_run_duration_seconds_count{outcome="succeeded",queue="probe"}'] == 30
