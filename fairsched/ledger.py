@@ -115,6 +115,7 @@ def ledger_start(conn: psycopg.Connection, lease: Lease) -> None:
                 "aggregate_key": lease.aggregate_key,
                 "aggregate_seq": lease.aggregate_seq,
                 "claimed_at": lease.started_at,
+                "expires_at": lease.expires_at,
             },
         )
 

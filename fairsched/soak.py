@@ -113,11 +113,9 @@ class SoakWorker:
     log: IO[bytes] | None = None
 
     @classmethod
-    def start(
-        cls, owner: str, slots: int, env: Mapping[str, str], log_dir: Path | None, prefix: Sequence[str] = ()
-    ) -> SoakWorker:
-        """Start ``fairsched worker`` (behind ``prefix``, e.g. ``faketime -f +2h``)."""
-        args = [*prefix, sys.executable, "-c", "from fairsched.cli import main; main()", "worker"]
+    def start(cls, owner: str, slots: int, env: Mapping[str, str], log_dir: Path | None) -> SoakWorker:
+        """Start ``fairsched worker`` for the soak queue."""
+        args = [sys.executable, "-c", "from fairsched.cli import main; main()", "worker"]
         args += ["--app", APP_SPEC, "--queue", f"{QUEUE}={slots}", "--owner", owner]
         log = (log_dir / f"{owner}.log").open("wb") if log_dir is not None else None
         out: IO[bytes] | int = log if log is not None else subprocess.DEVNULL
@@ -219,6 +217,9 @@ class Soak:
     connections retried through outages, so faults may hit the database too.
     Workers and the producer connect to ``worker_dsn`` and ``producer_dsn`` when
     given (e.g. through PgBouncer); migrations, bookkeeping and the ledger use ``dsn``.
+    Worker ``i`` gets the extra variables ``worker_envs[i % len(worker_envs)]`` (e.g.
+    libfaketime's ``LD_PRELOAD`` and ``FAKETIME`` for a worker whose clock is wrong;
+    preload the library rather than wrap the command, so signals reach the worker).
     """
 
     def __init__(
@@ -237,7 +238,7 @@ class Soak:
         worker_dsn: str | None = None,
         producer_dsn: str | None = None,
         worker_env: Mapping[str, str] | None = None,
-        worker_prefix: Sequence[str] = (),
+        worker_envs: Sequence[Mapping[str, str]] = ({},),
     ) -> None:
         if workers < 1 or slots < 1 or rate <= 0 or lease_seconds <= 0:
             raise InvalidInput("workers, slots, rate and lease must be positive")
@@ -250,7 +251,7 @@ class Soak:
         self.drain_timeout = drain_timeout
         self.rng = random.Random(seed)
         self.log_dir = log_dir
-        self.worker_prefix = tuple(worker_prefix)
+        self.worker_envs = [dict(extra) for extra in worker_envs] or [{}]
         self.env = _worker_env(worker_dsn or dsn, dsn, lease_seconds, worker_env)
         self.worker_count = workers
         self.workers: list[SoakWorker] = []
@@ -397,7 +398,8 @@ class Soak:
     def _spawn(self, index: int) -> SoakWorker:
         self._generation += 1
         owner = f"soak-w{index}-g{self._generation}"
-        return SoakWorker.start(owner, self.slots, self.env, self.log_dir, self.worker_prefix)
+        env = {**self.env, **self.worker_envs[index % len(self.worker_envs)]}
+        return SoakWorker.start(owner, self.slots, env, self.log_dir)
 
     def _record_death(self, owner: str) -> None:
         self._retrying(lambda conn: ledger_death(conn, owner))

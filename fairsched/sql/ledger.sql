@@ -8,6 +8,7 @@ CREATE TABLE IF NOT EXISTS fairsched.ledger (
     aggregate_key  text,
     aggregate_seq  bigint,
     claimed_at     timestamptz NOT NULL,
+    expires_at     timestamptz NOT NULL,
     started_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
     ended_at       timestamptz,
     finished       boolean NOT NULL DEFAULT false,
@@ -31,9 +32,9 @@ TRUNCATE fairsched.ledger, fairsched.ledger_deaths, fairsched.ledger_pauses
 -- name: ledger_start
 -- A handler began executing a leased job.
 INSERT INTO fairsched.ledger (job_id, lease_token, owner, tenant, aggregate_key, aggregate_seq,
-                              claimed_at)
+                              claimed_at, expires_at)
 VALUES (%(job_id)s, %(token)s, %(owner)s, %(tenant)s, %(aggregate_key)s, %(aggregate_seq)s,
-        %(claimed_at)s)
+        %(claimed_at)s, %(expires_at)s)
 ON CONFLICT (job_id, lease_token) DO NOTHING
 
 -- name: ledger_end
