@@ -126,8 +126,8 @@ def test_boundary2_kill9_mid_job_is_recovered_and_succeeds_exactly_once(
 def test_boundary3_paused_worker_stale_completion_updates_zero_rows(
     client: Client, db: psycopg.Connection, workers: Workers
 ) -> None:
-    declare(client, lease=2.5)
-    job_id = client.enqueue("probe", {"record": True, "sleep": 1.5, "slow_attempts": 1}, tenant="t")
+    declare(client, lease=3)
+    job_id = client.enqueue("probe", {"record": True, "sleep": 2, "slow_attempts": 1}, tenant="t")
     a = workers.start({"probe": 1})
     wait_for(lambda: events(db, job_id, "start"), "worker A started the job")
     a.send(signal.SIGSTOP)
@@ -177,7 +177,7 @@ def test_boundary4_crash_after_side_effect_retry_sees_same_idempotency_key(
 def test_boundary5_lost_heartbeats_bound_the_duplicate_window_by_the_lease(
     client: Client, db: psycopg.Connection, workers: Workers
 ) -> None:
-    lease = 1.0
+    lease = 2.0
     declare(client, lease=lease)
     owners = {w.pid: w.owner for w in (workers.start({"probe": 1}), workers.start({"probe": 1}))}
     wait_listening(db, 2)

@@ -173,11 +173,11 @@ def test_permanent_error_is_dead_at_once(client: Client, db: psycopg.Connection,
 def test_progress_keeps_a_job_running_past_its_lease(
     client: Client, db: psycopg.Connection, workers: Workers
 ) -> None:
-    declare(client, lease=1)
-    job_id = client.enqueue("probe", {"steps": 30, "step_seconds": 0.1}, tenant="t")
+    declare(client, lease=2)
+    job_id = client.enqueue("probe", {"steps": 50, "step_seconds": 0.1}, tenant="t")
     workers.start({"probe": 1})
     wait_for(lambda: job_row(db, job_id)["status"] == "succeeded", "the long job succeeded")
-    assert attempt_outcomes(db, job_id) == ["succeeded"], "three lease lengths, one attempt"
+    assert attempt_outcomes(db, job_id) == ["succeeded"], "2.5 lease lengths, one attempt"
 
 
 def test_lost_lease_is_visible_to_the_handler(
@@ -204,9 +204,9 @@ def test_lost_lease_is_visible_to_the_handler(
 def test_async_handlers_run_on_the_event_loop(
     client: Client, db: psycopg.Connection, workers: Workers
 ) -> None:
-    declare(client, "aprobe", lease=1)
+    declare(client, "aprobe", lease=2)
     ok = client.enqueue_many("aprobe", [JobSpec({"steps": 3}, "t") for _ in range(40)])
-    long = client.enqueue("aprobe", {"steps": 25, "step_seconds": 0.1, "record": True}, tenant="t")
+    long = client.enqueue("aprobe", {"steps": 40, "step_seconds": 0.1, "record": True}, tenant="t")
     bad = client.enqueue("aprobe", {"fail": "permanent"}, tenant="t")
     workers.start({"aprobe": 16})
     wait_for(lambda: statuses(db) == {"succeeded": 41, "dead": 1}, "async jobs done")
