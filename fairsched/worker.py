@@ -26,6 +26,7 @@ import queue as queue_mod
 import random
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -68,10 +69,16 @@ IDLE_TICK = 0.25
 
 
 def load_app(spec: str) -> App:
-    """Import ``module:attribute`` and return the :class:`App` it names."""
+    """Import ``module:attribute`` and return the :class:`App` it names.
+
+    The current directory is importable, as when running ``python -m``.
+    """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(f"--app {spec!r}: expected module:attribute, e.g. mypkg.jobs:app")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

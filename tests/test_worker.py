@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -77,6 +78,15 @@ def test_load_app_finds_the_app() -> None:
 def test_load_app_rejects_bad_specs(spec: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_app(spec)
+
+
+def test_load_app_imports_from_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "cwd_jobs_module.py").write_text(
+        "from fairsched.app import App\napp = App()\napp.handler('emails')(print)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert load_app("cwd_jobs_module:app").queues == ["emails"]
 
 
 def test_parse_queue_slots() -> None:
