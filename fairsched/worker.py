@@ -431,10 +431,11 @@ class QueueRunner:
         if not leases:
             return
         metrics.CLAIMS.labels(self.name).inc(len(leases))
+        metrics.record_claims(leases, self._worker.tenant_labels)
         for lease in leases:
-            metrics.WAIT_SECONDS.labels(self.name).observe(
-                max(0.0, (lease.started_at - lease.created_at).total_seconds())
-            )
+            if lease.attempt == 1:
+                wait = (lease.started_at - lease.created_at).total_seconds()
+                metrics.WAIT_SECONDS.labels(self.name).observe(max(0.0, wait))
             job = Job(lease, claimed)
             self._worker.running.add(job)
             if self._async:
@@ -495,6 +496,7 @@ class Runtime:
         self.client = client
         self.owner = owner
         self.failed = False
+        self.tenant_labels = metrics.TenantLabels(settings.tenants)
         self.running = Running()
         self.finisher = Finisher(client, self.crashed)
         self.runners = {name: QueueRunner(self, name, slots) for name, slots in queues.items()}

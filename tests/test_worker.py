@@ -321,3 +321,4 @@ def test_worker_serves_its_metrics(client: Client, db: psycopg.Connection, worke
     assert seen['fairsched_failures_total{error_code="fairsched.errors.PermanentError",queue="probe"}'] == 1
     assert seen['fairsched_wait_seconds_count{queue="probe"}'] == 31
     assert seen['fairsched_run_duration_seconds_count{outcome="succeeded",queue="probe"}'] == 30
+    assert seen['fairsched_tenant_claims_total{queue="probe",tenant="other"}'] == 31, "undeclared tenant"
