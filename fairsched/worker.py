@@ -476,6 +476,13 @@ class QueueRunner:
             self._cond.notify_all()
 
 
+def cancel_and_stop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks of abandoned async handlers, then stop ``loop`` (call on the loop)."""
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.call_soon(loop.stop)
+
+
 class Runtime:
     """A running worker: its client, queues and background services."""
 
@@ -584,7 +591,7 @@ class Runtime:
         self.finisher.close(FLUSH_SECONDS)
         self._heartbeater.stop()
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop.call_soon_threadsafe(cancel_and_stop, self._loop)
 
 
 class Worker:

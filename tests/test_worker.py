@@ -256,6 +256,21 @@ def test_sigterm_releases_jobs_still_running_after_grace(
     assert (lease.id, lease.token, lease.attempt) == (job_id, 2, 1), "claimable at once"
 
 
+def test_sigterm_releases_async_jobs_still_running_after_grace(
+    client: Client, db: psycopg.Connection, workers: Workers
+) -> None:
+    declare(client, "aprobe", lease=30)
+    job_id = client.enqueue("aprobe", {"steps": 600, "step_seconds": 0.1}, tenant="t")
+    w = workers.start({"aprobe": 2}, settings={"FAIRSCHED_GRACE_PERIOD_SECONDS": "0.5"})
+    wait_for(lambda: job_row(db, job_id)["status"] == "running", "the async job started")
+    w.send(signal.SIGTERM)
+    assert w.wait() == 0
+    row = job_row(db, job_id)
+    assert (row["status"], row["attempt_count"]) == ("pending", 0)
+    assert attempt_outcomes(db, job_id) == ["released"]
+    assert "Traceback" not in w.output() and "destroyed" not in w.output()
+
+
 def test_worker_waits_out_an_unreachable_database(tmp_path: Path) -> None:
     with running_workers("postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1", tmp_path) as ws:
         w = ws.start({"probe": 1})
