@@ -108,9 +108,15 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+def console(*, stderr: bool = False) -> Console:
+    """A rich console: the terminal's width, or wide when piped so lines stay greppable."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 160)
+
+
 def print_table(table: Table) -> None:
-    """Render a rich table on stdout (wide when piped, so lines stay greppable)."""
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    """Render a rich table on stdout."""
+    console().print(table)
 
 
 def _when(value: datetime | None) -> str:
@@ -359,6 +365,9 @@ def demo(
     jobs: int | None = typer.Option(None, "--jobs", min=1, help="jobs (default 3000; 400 --quick)"),
     workers: int = typer.Option(2, "--workers", min=1, max=16, help="worker processes"),
     slots: int = typer.Option(4, "--slots", min=1, max=64, help="slots per worker process"),
+    policies: str = typer.Option(
+        "weighted,aging,serial", "--policies", help="the demo queue's policy stack ('fifo': no fairness)"
+    ),
     quick: bool = typer.Option(False, "--quick", help="a run of a few seconds"),
     config: str | None = ConfigOption,
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
@@ -369,13 +378,14 @@ def demo(
     """
     from fairsched import demo as demo_run
 
-    plan = demo_run.DemoPlan.make(jobs=jobs, workers=workers, slots=slots, quick=quick)
-    console = Console(stderr=as_json)
-    report = demo_run.run_demo(load_settings(config), plan, console)
+    stack = [name.strip() for name in policies.split(",") if name.strip()]
+    plan = demo_run.DemoPlan.make(jobs=jobs, workers=workers, slots=slots, policies=stack, quick=quick)
+    out = console(stderr=as_json)
+    report = demo_run.run_demo(load_settings(config), plan, out)
     if as_json:
         print_json(report.as_dict())
     else:
-        demo_run.print_report(report, console)
+        demo_run.print_report(report, out)
 
 
 def main() -> None:

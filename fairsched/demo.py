@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import secrets
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from psycopg.rows import class_row
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -37,7 +39,8 @@ from fairsched.embedded import default_data_dir
 from fairsched.enqueue import JobSpec
 from fairsched.errors import FairschedError, InvalidInput, PermanentError, RetryableError
 from fairsched.listener import APPLICATION_NAME as LISTENER_NAME
-from fairsched.settings import QueueSettings, Settings
+from fairsched.policy import resolve
+from fairsched.settings import QueueSettings, Settings, TenantSettings
 from fairsched.sql import QUERIES
 
 QUEUE = "demo"
@@ -45,8 +48,10 @@ FLOOD_TENANT = "bigco"
 SMALL_TENANTS = ("acme", "globex", "initech", "umbrella")
 FLOOD_SHARE = 0.7
 AGGREGATE_TENANT = "acme"
-AGGREGATE_KEY = "order-7"
 AGGREGATE_LENGTH = 5
+WEIGHTS = {"acme": 2.0}
+"""Tenant weights on the demo queue (others weigh 1): acme is entitled to twice the share."""
+DEFAULT_POLICIES = ("weighted", "aging", "serial")
 FLAKY_SHARE = 0.025
 """The part of the jobs that fail once or twice with a retryable error, then succeed."""
 ENQUEUE_BATCH = 1000
@@ -71,11 +76,9 @@ def handle(job: Job) -> None:
         raise RetryableError(f"downstream timed out (attempt {job.attempt})")
 
 
-def demo_queue() -> QueueSettings:
-    """The demo queue: short leases and retry delays so that a run takes seconds.
-
-    Declaring the queue's fairness policies belongs here as well.
-    """
+def demo_queue(policies: Sequence[str] = DEFAULT_POLICIES) -> QueueSettings:
+    """The demo queue: the policy stack, tenant weights, and short leases and retry
+    delays so that a run takes seconds."""
     return QueueSettings(
         lease_seconds=10,
         max_runtime_seconds=60,
@@ -84,6 +87,8 @@ def demo_queue() -> QueueSettings:
         backoff_base_seconds=0.1,
         backoff_max_seconds=0.5,
         notify=True,
+        policies=list(policies),
+        tenants={name: TenantSettings(weight=weight) for name, weight in WEIGHTS.items()},
     )
 
 
@@ -98,26 +103,35 @@ class DemoPlan:
     jobs: int
     workers: int
     slots: int
+    policies: tuple[str, ...]
     work_seconds: float
     timeout_seconds: float
 
     @classmethod
     def make(
-        cls, *, jobs: int | None = None, workers: int = 2, slots: int = 4, quick: bool = False
+        cls,
+        *,
+        jobs: int | None = None,
+        workers: int = 2,
+        slots: int = 4,
+        policies: Sequence[str] = DEFAULT_POLICIES,
+        quick: bool = False,
     ) -> DemoPlan:
         """The default plan (``quick``: a few seconds), with ``jobs`` when given."""
         count = jobs if jobs is not None else (400 if quick else 3000)
         if count < MIN_JOBS or workers < 1 or slots < 1:
             raise InvalidInput(f"the demo needs at least {MIN_JOBS} jobs, one worker and one slot")
+        resolve(policies)
         work = 0.002 if quick else 0.01
         estimate = count * work / (workers * slots)
-        return cls(count, workers, slots, work, timeout_seconds=60 + 20 * estimate)
+        return cls(count, workers, slots, tuple(policies), work, timeout_seconds=60 + 20 * estimate)
 
 
-def workload(plan: DemoPlan) -> list[JobSpec]:
+def workload(plan: DemoPlan, aggregate_key: str = "order-1") -> list[JobSpec]:
     """The jobs of a run, in enqueue order: the flood, then the small tenants' jobs.
 
-    Deterministic for a given plan.
+    Deterministic for a given plan. Each run needs its own ``aggregate_key``: the
+    serial policy remembers how far an aggregate got.
     """
     rng = random.Random(7)
 
@@ -129,7 +143,7 @@ def workload(plan: DemoPlan) -> list[JobSpec]:
     jobs = [JobSpec(task(n), FLOOD_TENANT) for n in range(flood)]
     small = [JobSpec(task(n), SMALL_TENANTS[n % len(SMALL_TENANTS)]) for n in range(plan.jobs - flood)]
     aggregate = [
-        JobSpec(task(0, flaky=0), AGGREGATE_TENANT, aggregate_key=AGGREGATE_KEY, aggregate_seq=seq)
+        JobSpec(task(0, flaky=0), AGGREGATE_TENANT, aggregate_key=aggregate_key, aggregate_seq=seq)
         for seq in range(1, AGGREGATE_LENGTH + 1)
     ]
     small[: len(aggregate)] = aggregate
@@ -163,6 +177,7 @@ class DemoReport:
     span_seconds: float
     stale_rejected: int
     dead_ids: list[int]
+    aggregate_key: str
     aggregate_seqs: list[int]
     aggregate_one_at_a_time: bool
 
@@ -180,12 +195,16 @@ def run_demo(settings: Settings, plan: DemoPlan, console: Console) -> DemoReport
     """Migrate, declare the demo queue, enqueue the workload, run workers to the end, report."""
     with Client.from_settings(settings) as client:
         client.migrate()
-        client.declare_queue(QUEUE, demo_queue())
-        jobs = workload(plan)
+        client.declare_queue(QUEUE, demo_queue(plan.policies))
+        aggregate_key = f"order-{secrets.token_hex(4)}"
+        jobs = workload(plan, aggregate_key)
         tenants = len({job.tenant for job in jobs})
         console.print(f"[bold]fairsched demo[/] on {describe_database(settings)}")
         processes = "process" if plan.workers == 1 else "processes"
-        console.print(f"starting {plan.workers} worker {processes} x {plan.slots} slots on queue {QUEUE!r}")
+        console.print(
+            f"queue {QUEUE!r} with policies {', '.join(plan.policies)}; "
+            f"starting {plan.workers} worker {processes} x {plan.slots} slots"
+        )
         with worker_processes(client.dsn, plan, settings) as workers:
             wait_until_ready(client, workers)
             started = time.monotonic()
@@ -196,7 +215,7 @@ def run_demo(settings: Settings, plan: DemoPlan, console: Console) -> DemoReport
             )
             wait_until_done(client, first, last, workers, plan, console)
             wall = time.monotonic() - started
-        return collect(client, settings, plan, first, last, wall)
+        return collect(client, settings, plan, aggregate_key, (first, last), wall)
 
 
 def describe_database(settings: Settings) -> str:
@@ -313,17 +332,22 @@ def wait_until_done(
 
 
 def collect(
-    client: Client, settings: Settings, plan: DemoPlan, first: int, last: int, wall: float
+    client: Client,
+    settings: Settings,
+    plan: DemoPlan,
+    aggregate_key: str,
+    ids: tuple[int, int],
+    wall: float,
 ) -> DemoReport:
-    """Read the run's outcome from the database."""
-    params = {"queue": QUEUE, "first": first, "last": last}
+    """Read the outcome of the run of jobs ``ids`` (first, last) from the database."""
+    params = {"queue": QUEUE, "first": ids[0], "last": ids[1]}
     with client.connection() as conn:
         with conn.cursor(row_factory=class_row(TenantRow)) as cur:
             tenants = cur.execute(QUERIES["demo_tenant_report"], params).fetchall()
         summary = conn.execute(QUERIES["demo_run_summary"], params).fetchone()
         attempts = conn.execute(
             QUERIES["demo_aggregate_attempts"],
-            {**params, "tenant": AGGREGATE_TENANT, "aggregate_key": AGGREGATE_KEY},
+            {**params, "tenant": AGGREGATE_TENANT, "aggregate_key": aggregate_key},
         ).fetchall()
     assert summary is not None
     span, stale, dead_ids = summary
@@ -336,6 +360,7 @@ def collect(
         span_seconds=round(float(span or 0), 3),
         stale_rejected=int(stale),
         dead_ids=list(dead_ids),
+        aggregate_key=aggregate_key,
         aggregate_seqs=[int(seq) for seq, _, _, outcome in attempts if outcome == "succeeded"],
         aggregate_one_at_a_time=one_at_a_time,
     )
@@ -344,8 +369,9 @@ def collect(
 def print_report(report: DemoReport, console: Console) -> None:
     """The run as tables and a few lines of summary."""
     contended = sum(row.contended_claims for row in report.tenants) or 1
-    table = Table(title="per tenant", title_justify="left")
-    for column in ("tenant", "jobs", "done", "dead", "retries", "share*", "p50 wait", "p99 wait"):
+    entitled = entitled_shares(report)
+    table = Table(title="per tenant", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("tenant", "jobs", "done", "dead", "retries", "share*", "entitled", "p50", "p99"):
         table.add_column(column, justify="left" if column == "tenant" else "right")
     for row in report.tenants:
         table.add_row(
@@ -355,13 +381,14 @@ def print_report(report: DemoReport, console: Console) -> None:
             str(row.dead),
             str(row.retries),
             f"{row.contended_claims / contended:.1%}",
+            f"{entitled[row.tenant]:.1%}" if row.tenant in entitled else "-",
             _seconds(row.p50_wait),
             _seconds(row.p99_wait),
         )
     console.print(table)
     console.print(
         "* share of the jobs first claimed before any tenant ran out of waiting jobs; "
-        "wait: enqueue to first claim"
+        "entitled: by weight (weighted policy); p50/p99: wait from enqueue to first claim"
     )
     jobs = sum(row.jobs for row in report.tenants)
     rate = jobs / report.span_seconds if report.span_seconds else 0.0
@@ -375,14 +402,23 @@ def print_report(report: DemoReport, console: Console) -> None:
     console.print(f"retried attempts: {retries}; dead jobs: {dead} (fairsched dead list --queue {QUEUE})")
     seqs = " ".join(str(s) for s in report.aggregate_seqs)
     console.print(
-        f"aggregate {AGGREGATE_TENANT}/{AGGREGATE_KEY}: started in sequence order ({seqs}): "
+        f"aggregate {AGGREGATE_TENANT}/{report.aggregate_key}: started in sequence order ({seqs}): "
         f"{'yes' if report.aggregate_in_order else 'no'}; "
         f"one at a time: {'yes' if report.aggregate_one_at_a_time else 'no'}"
     )
     console.print(f"stale completions rejected: {report.stale_rejected}")
 
 
+def entitled_shares(report: DemoReport) -> dict[str, float]:
+    """Each tenant's share by weight while all have work; empty without the weighted policy."""
+    if "weighted" not in report.plan.policies:
+        return {}
+    weights = {row.tenant: WEIGHTS.get(row.tenant, 1.0) for row in report.tenants}
+    total = sum(weights.values())
+    return {tenant: weight / total for tenant, weight in weights.items()}
+
+
 def _seconds(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.2f}s"
