@@ -1,0 +1,258 @@
+"""Least-privilege roles (migrations/040_roles.sql) and secrets kept out of logs, errors and metrics.
+
+Each role is assumed on its own client (``options=-c role=...``, as ``SET ROLE``)
+and runs the real Client operations: its own work succeeds, the others' work
+fails with a fairsched error naming the missing privilege and changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from apps.probe import create_probe_tables
+from fault_support import db_snapshot, free_port
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from typer.testing import CliRunner
+from worker_support import running_workers, wait_for
+
+from fairsched import Client, JobSpec, PermanentError, QueueSettings, Settings
+from fairsched.cli import app as cli_app
+from fairsched.db import connect
+from fairsched.errors import DatabaseError, DatabaseUnavailable
+from fairsched.migrate import migrations_dir
+from fairsched.sql import QUERIES
+
+ROLES = ("fairsched_producer", "fairsched_worker", "fairsched_admin")
+QUEUES = {
+    "fifo": ["fifo"],
+    "weighted": ["weighted"],
+    "serial": ["serial"],
+    "composed": ["weighted", "aging", "serial"],
+}
+FAST = {"backoff_base_seconds": 0.0, "backoff_max_seconds": 0.0, "max_attempts": 2}
+
+
+def as_role(dsn: str, role: str) -> Client:
+    return Client(make_conninfo(dsn, options=f"-c role={role}"), settings=Settings(), pool_size=2)
+
+
+@pytest.fixture
+def owner(fresh_db: str) -> Iterator[Client]:
+    """The migrator's client (table owner), with one queue per policy stack."""
+    with Client(fresh_db) as client:
+        for name, stack in QUEUES.items():
+            client.declare_queue(name, QueueSettings(policies=stack, **FAST))
+        yield client
+
+
+@pytest.fixture
+def producer(fresh_db: str, owner: Client) -> Iterator[Client]:
+    with as_role(fresh_db, "fairsched_producer") as client:
+        yield client
+
+
+@pytest.fixture
+def worker(fresh_db: str, owner: Client) -> Iterator[Client]:
+    with as_role(fresh_db, "fairsched_worker") as client:
+        yield client
+
+
+@pytest.fixture
+def admin(fresh_db: str, owner: Client) -> Iterator[Client]:
+    with as_role(fresh_db, "fairsched_admin") as client:
+        yield client
+
+
+def denied(db: psycopg.Connection, call: Callable[[], object]) -> None:
+    """``call`` fails with a fairsched error about a privilege, and writes nothing."""
+    before = db_snapshot(db)
+    with pytest.raises(DatabaseError, match="permission denied"):
+        call()
+    assert db_snapshot(db) == before
+
+
+def denied_sql(
+    db: psycopg.Connection, conn: psycopg.Connection, statement: str, params: object = None
+) -> None:
+    """Raw SQL outside the role's grants is refused by PostgreSQL, and writes nothing."""
+    before = db_snapshot(db)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(statement, params)  # type: ignore[arg-type]
+    assert db_snapshot(db) == before
+
+
+def specs(n: int, start: int = 0) -> list[JobSpec]:
+    return [
+        JobSpec({"n": i}, tenant="acme", aggregate_key="order-1", aggregate_seq=i) for i in range(start, n)
+    ]
+
+
+def test_roles_exist_and_cannot_log_in(db: psycopg.Connection) -> None:
+    rows = db.execute(
+        "SELECT rolname, rolcanlogin, rolsuper FROM pg_roles WHERE rolname = ANY(%s) ORDER BY rolname",
+        (list(ROLES),),
+    ).fetchall()
+    assert rows == [(role, False, False) for role in sorted(ROLES)]
+
+
+def test_roles_migration_can_run_again(db: psycopg.Connection) -> None:
+    text = (migrations_dir() / "040_roles.sql").read_text()
+    before = db.execute("SELECT count(*) FROM information_schema.role_table_grants").fetchone()
+    db.execute(text)
+    db.execute(text)
+    assert db.execute("SELECT count(*) FROM information_schema.role_table_grants").fetchone() == before
+
+
+@pytest.mark.parametrize("queue", list(QUEUES))
+def test_producer_enqueues_and_does_nothing_else(
+    queue: str, producer: Client, owner: Client, db: psycopg.Connection
+) -> None:
+    ids = producer.enqueue_many(queue, specs(3))
+    assert producer.enqueue_many(queue, specs(6, 3)) and len(ids) == 3
+    keyed = producer.enqueue(queue, {"n": 9}, tenant="globex", idempotency_key="k1")
+    assert producer.enqueue(queue, {"n": 9}, tenant="globex", idempotency_key="k1") == keyed
+    [lease] = owner.claim(queue, owner="w", limit=1)
+    denied(db, lambda: producer.claim(queue, owner="p"))
+    denied(db, lambda: producer.heartbeat(lease, progress=1))
+    denied(db, lambda: producer.complete(lease))
+    denied(db, lambda: producer.fail(lease, "x"))
+    denied(db, lambda: producer.release(lease))
+    denied(db, lambda: producer.recover())
+    denied(db, lambda: producer.declare_queue(queue, QueueSettings(lease_seconds=1)))
+    denied(db, lambda: producer.job_show(lease.id))
+    denied(db, lambda: producer.dead_list())
+    assert owner.fail(lease, PermanentError("poison"))
+    denied(db, lambda: producer.dead_replay(lease.id))
+    denied(db, lambda: producer.dead_discard(lease.id))
+    with producer.connection() as conn:
+        denied_sql(db, conn, "SELECT payload FROM fairsched.jobs LIMIT 1")
+        denied_sql(db, conn, "UPDATE fairsched.tenant_shares SET weight = 1000")
+        denied_sql(db, conn, "DELETE FROM fairsched.jobs")
+
+
+@pytest.mark.parametrize("queue", list(QUEUES))
+def test_worker_runs_leases_and_cannot_enqueue_or_configure(
+    queue: str, producer: Client, worker: Client, db: psycopg.Connection
+) -> None:
+    producer.enqueue_many(queue, specs(4))
+    outcomes = []
+    for step in range(4):
+        [lease] = worker.claim(queue, owner="w1", limit=1)
+        assert worker.heartbeat(lease, progress=step)
+        if step == 0:
+            assert worker.release(lease)
+            continue
+        outcomes.append(worker.fail(lease, PermanentError("bad")) if step == 3 else worker.complete(lease))
+    assert outcomes == [True, True, True]
+    assert worker.recover().total == 0
+    denied(db, lambda: worker.enqueue(queue, {}, tenant="acme"))
+    denied(db, lambda: worker.enqueue_many(queue, specs(12, 10)))
+    denied(db, lambda: worker.declare_queue(queue, QueueSettings(lease_seconds=1)))
+    with worker.connection() as conn:
+        weight = {"queue": queue, "tenant": "acme", "weight": 1000.0, "cap": None}
+        denied_sql(db, conn, QUERIES["tenant_share_set"], weight)
+        denied_sql(db, conn, "UPDATE fairsched.tenant_shares SET weight = 1000")
+        denied_sql(db, conn, "UPDATE fairsched.queues SET lease_seconds = 1")
+        denied_sql(db, conn, "DELETE FROM fairsched.jobs")
+        denied_sql(db, conn, "DELETE FROM fairsched.attempts")
+        denied_sql(db, conn, "UPDATE fairsched.attempts SET outcome = 'succeeded'")
+
+
+def test_admin_configures_and_resolves_dead_jobs(
+    admin: Client, producer: Client, db: psycopg.Connection
+) -> None:
+    admin.declare_queue("extra", QueueSettings(policies=["weighted"]))
+    with admin.connection() as conn:
+        conn.execute(
+            QUERIES["tenant_share_set"], {"queue": "weighted", "tenant": "acme", "weight": 5.0, "cap": 2}
+        )
+    job_id = producer.enqueue("fifo", {"n": 1}, tenant="acme")
+    [lease] = admin.claim("fifo", owner="a")
+    assert admin.fail(lease, PermanentError("poison"))
+    assert [job.id for job in admin.dead_list()] == [job_id]
+    assert admin.job_show(job_id)["payload"] == {"n": 1}
+    admin.dead_replay(job_id)
+    [lease] = admin.claim("fifo", owner="a")
+    assert admin.fail(lease, PermanentError("poison again"))
+    admin.dead_discard(job_id)
+    row = db.execute("SELECT weight, cap FROM fairsched.tenant_shares WHERE tenant = 'acme'").fetchone()
+    assert row == (5.0, 2)
+
+
+# -- secrets ------------------------------------------------------------------------
+
+PASSWORD = "pw-S3cr3t-9f2c"
+MARKER = "payload-secret-7d41"
+
+
+def with_password(dsn: str) -> str:
+    """The same DSN carrying a password (trust auth ignores it; it must never be shown)."""
+    return make_conninfo(dsn, password=PASSWORD)
+
+
+def test_no_payload_or_password_in_worker_logs_errors_or_metrics(
+    fresh_db: str, db: psycopg.Connection, tmp_path: Path
+) -> None:
+    create_probe_tables(db)
+    dsn = with_password(fresh_db)
+    with Client(dsn) as client:
+        client.declare_queue("probe", QueueSettings(**FAST))
+        ids = client.enqueue_many(
+            "probe",
+            [JobSpec({"fail": "unknown", "secret": MARKER}, tenant="acme") for _ in range(2)]
+            + [JobSpec({"secret": MARKER, "record": True}, tenant="acme")],
+        )
+    port = free_port()
+    with running_workers(dsn, tmp_path) as workers:
+        w = workers.start({"probe": 2}, extra_args=("--metrics-port", str(port)))
+        wait_for(
+            lambda: (
+                db.execute(
+                    "SELECT count(*) FROM fairsched.jobs"
+                    " WHERE id = ANY(%s) AND status IN ('dead', 'succeeded')",
+                    (ids,),
+                ).fetchone()
+                == (3,)
+            ),
+            "jobs finished",
+        )
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        w.stop()
+        log = w.output()
+    assert "fairsched_" in metrics and "job " in log
+    for text, where in ((log, "worker log"), (metrics, "metrics")):
+        assert MARKER not in text, f"payload content in the {where}"
+        assert PASSWORD not in text, f"DSN password in the {where}"
+    dead = db.execute("SELECT last_error FROM fairsched.jobs WHERE status = 'dead'").fetchall()
+    assert dead and all(MARKER not in (row[0] or "") for row in dead)
+
+
+def test_no_password_in_connection_errors_or_cli_output(fresh_db: str) -> None:
+    params = conninfo_to_dict(fresh_db)
+    unreachable = make_conninfo(fresh_db, port=str(free_port()), password=PASSWORD, connect_timeout="2")
+    with pytest.raises(DatabaseUnavailable) as caught:
+        connect(unreachable)
+    assert PASSWORD not in str(caught.value) and MARKER not in str(caught.value)
+    url = f"postgresql://postgres:{PASSWORD}@127.0.0.1:{free_port()}/{params['dbname']}"
+    runner = CliRunner()
+    for dsn, args in (
+        (url, ["enqueue", "--queue", "q", "--tenant", "t", "--payload", f'{{"s": "{MARKER}"}}']),
+        (
+            with_password(fresh_db),
+            ["enqueue", "--queue", "nope", "--tenant", "t", "--payload", f'{{"s": "{MARKER}"}}'],
+        ),
+        (
+            with_password(fresh_db),
+            ["enqueue", "--queue", "q", "--tenant", "t", "--payload", f'{{"s": "{MARKER}"'],
+        ),
+    ):
+        result = runner.invoke(cli_app, args, env={"FAIRSCHED_DATABASE_URL": dsn, "FAIRSCHED_CONFIG": None})
+        assert result.exit_code == 1, result.output
+        output = result.stdout + result.stderr
+        assert PASSWORD not in output and MARKER not in output, output
+        assert re.match(r"error: \S", result.stderr)
