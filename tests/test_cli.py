@@ -225,6 +225,12 @@ def test_config_apply_declares_the_queues(fresh_db: str, db: psycopg.Connection)
         "FROM fairsched.queues ORDER BY name"
     ).fetchall()
     assert rows == [("emails", 30.0, 8, 300.0, True), ("reports", 120.0, 4, 1800.0, False)]
+    policies = db.execute("SELECT name, policies FROM fairsched.queues ORDER BY name").fetchall()
+    assert policies == [("emails", ["weighted", "aging", "serial"]), ("reports", ["fifo"])]
+    weights = db.execute(
+        "SELECT queue_name, tenant, weight, cap FROM fairsched.tenant_shares ORDER BY tenant"
+    ).fetchall()
+    assert weights == [("emails", "acme", 5.0, 20), ("emails", "globex", 2.0, None)]
 
 
 def test_config_apply_is_atomic(fresh_db: str, db: psycopg.Connection) -> None:
