@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -13,9 +13,9 @@ from psycopg_pool import ConnectionPool
 from fairsched import claim as claim_mod
 from fairsched import dead, enqueue, recovery, retry
 from fairsched import lease as lease_ops
-from fairsched.db import make_pool, operation
+from fairsched.db import connect, make_pool, operation, translate
 from fairsched.enqueue import JobSpec
-from fairsched.errors import InvalidInput
+from fairsched.errors import DatabaseError, InvalidInput
 from fairsched.lease import FailureKind, Lease
 from fairsched.migrate import migrate
 from fairsched.settings import QueueSettings, Settings, load_settings
@@ -34,8 +34,8 @@ class Client:
     def __init__(self, dsn: str, *, settings: Settings | None = None, pool_size: int | None = None) -> None:
         self.dsn = dsn
         self.settings = settings or Settings()
-        size = pool_size or self.settings.pool_max_size or 10
-        self._pool = make_pool(dsn, max_size=size, prepare_threshold=self.settings.prepare_threshold)
+        self._pool_size = pool_size or self.settings.pool_max_size or 10
+        self._pool = self._new_pool()
         self._opened = False
 
     @classmethod
@@ -51,12 +51,22 @@ class Client:
 
     # -- connections -------------------------------------------------------
 
+    def _new_pool(self) -> ConnectionPool:
+        threshold = self.settings.prepare_threshold
+        return make_pool(self.dsn, max_size=self._pool_size, prepare_threshold=threshold)
+
     @property
     def pool(self) -> ConnectionPool:
-        """The pool, opened on first use."""
+        """The pool, opened on first use; a failed open leaves a fresh pool for the next try."""
         if not self._opened:
-            with operation("pool_open"):
-                self._pool.open(wait=True, timeout=30)
+            try:
+                with operation("pool_open"):
+                    self._pool.open(wait=True, timeout=15)
+            except DatabaseError:
+                self._pool.close()
+                self._pool = self._new_pool()
+                connect(self.dsn).close()  # raises the server's own reason, when it has one
+                raise
             self._opened = True
         return self._pool
 
@@ -66,7 +76,11 @@ class Client:
         if conn is not None:
             yield conn
             return
-        with self.pool.connection() as pooled:
+        with ExitStack() as stack:
+            try:
+                pooled = stack.enter_context(self.pool.connection())
+            except psycopg.Error as e:  # PoolTimeout: no connection could be had in time
+                raise translate(e) from e
             yield pooled
 
     def _run(self, fn: Callable[[psycopg.Connection], T], conn: psycopg.Connection | None = None) -> T:
