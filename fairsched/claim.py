@@ -88,11 +88,13 @@ _TENANT_FIRST = """WITH q AS (
          LIMIT qt.n
            FOR UPDATE SKIP LOCKED) AS c
 ), locked AS MATERIALIZED (
-    SELECT t.tenant
-      FROM fairsched.tenant_shares AS t
-     WHERE t.queue_name = %(queue)s AND t.tenant IN (SELECT tenant FROM candidate)
-     ORDER BY t.tenant
-       FOR NO KEY UPDATE
+    SELECT l.tenant
+      FROM (SELECT DISTINCT tenant FROM candidate ORDER BY tenant) AS c
+     CROSS JOIN LATERAL (
+        SELECT t.tenant
+          FROM fairsched.tenant_shares AS t
+         WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
+           FOR NO KEY UPDATE) AS l
 ), charged AS (
     UPDATE fairsched.tenant_shares AS t
        SET pass = t.pass + c.n * tn.cost / t.weight,

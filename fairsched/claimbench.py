@@ -1,0 +1,126 @@
+"""Claim measurements for ``fairsched bench`` and the plan tests: build a backlog in one
+statement, read a claim's plan and shared buffers, and time claims per policy stack.
+
+Claims measured with :func:`claim_explain` run inside a transaction that is rolled
+back, so the backlog is the same for every stack and every repetition.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from fairsched.claim import claim_params, compose_claim
+from fairsched.policy import forget_stacks
+from fairsched.sql import QUERIES
+
+STACKS: tuple[tuple[str, ...], ...] = (
+    ("fifo",),
+    ("aging",),
+    ("serial",),
+    ("weighted",),
+    ("fifo", "serial"),
+    ("aging", "serial"),
+    ("weighted", "aging"),
+    ("weighted", "serial"),
+    ("weighted", "aging", "serial"),
+)
+"""Every combination of the built-in policies the tests and the bench cover."""
+
+
+def backlog_build(
+    conn: psycopg.Connection, queue: str, *, jobs: int, tenants: int = 1000, aggregates: int = 10_000
+) -> None:
+    """Fill ``queue`` with ``jobs`` jobs (see ``claimbench_fill``), share and aggregate rows,
+    a few expired leases, then VACUUM ANALYZE. ``conn`` must be in autocommit mode."""
+    params = {"queue": queue, "jobs": jobs, "tenants": tenants, "aggregates": aggregates}
+    conn.execute(QUERIES["claimbench_fill"], params)
+    conn.execute(QUERIES["claimbench_shares"], params)
+    conn.execute(QUERIES["claimbench_expired"], {"queue": queue, "count": 1000})
+    conn.execute("VACUUM ANALYZE fairsched.jobs")
+    conn.execute("VACUUM ANALYZE fairsched.tenant_shares")
+    conn.execute("VACUUM ANALYZE fairsched.aggregates")
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """What one claim did: its plan (EXPLAIN JSON), rows claimed and shared buffers touched."""
+
+    plan: dict[str, Any]
+    rows: int
+    shared_buffers: int
+
+    def nodes(self) -> Iterator[dict[str, Any]]:
+        """Every node of the plan, depth first."""
+        stack = [self.plan]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.get("Plans", []))
+
+    def index_names(self) -> set[str]:
+        """The indexes the plan scans."""
+        return {n["Index Name"] for n in self.nodes() if "Index Name" in n}
+
+    def sorts_over_jobs(self) -> list[dict[str, Any]]:
+        """Sort nodes whose input reads ``fairsched.jobs`` (a sort over the backlog)."""
+        found = []
+        for node in self.nodes():
+            if node["Node Type"] != "Sort":
+                continue
+            below = ClaimPlan(node, 0, 0)
+            if any(n.get("Relation Name") == "jobs" for n in below.nodes() if n is not node):
+                found.append(node)
+        return found
+
+
+def claim_explain(conn: psycopg.Connection, names: Sequence[str], queue: str, *, limit: int = 1) -> ClaimPlan:
+    """EXPLAIN (ANALYZE, BUFFERS) one claim of ``names`` on ``queue``, then roll it back."""
+    statement = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}").format(compose_claim(tuple(names)))
+    params = claim_params(queue, owner="explain", limit=limit, lease_seconds=None)
+    with conn.transaction(force_rollback=True):
+        row = conn.execute(statement, params).fetchone()
+    assert row is not None
+    plan = row[0][0]["Plan"]
+    buffers = plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0)
+    return ClaimPlan(plan, plan.get("Actual Rows", 0), buffers)
+
+
+def claim_buffers(
+    conn: psycopg.Connection, names: Sequence[str], queue: str, *, limit: int = 1, repeat: int = 5
+) -> int:
+    """Median shared buffers of ``repeat`` rolled-back claims (the first warms the cache)."""
+    claim_explain(conn, names, queue, limit=limit)
+    return int(
+        statistics.median(
+            claim_explain(conn, names, queue, limit=limit).shared_buffers for _ in range(repeat)
+        )
+    )
+
+
+def claims_per_second(
+    conn: psycopg.Connection, names: Sequence[str], queue: str, *, claims: int = 500, limit: int = 1
+) -> float:
+    """Claim rate of one stack on ``queue``: ``claims`` committed claims of ``limit`` jobs
+    (the claimed jobs stay running). Run stacks one after the other on one backlog."""
+    queue_policies_set(conn, queue, names)
+    statement = compose_claim(tuple(names))
+    params = claim_params(queue, owner="bench", limit=limit, lease_seconds=None)
+    start = time.perf_counter()
+    for _ in range(claims):
+        rows = conn.execute(statement, params).fetchall()
+        if not rows:
+            break
+    return claims / (time.perf_counter() - start)
+
+
+def queue_policies_set(conn: psycopg.Connection, queue: str, names: Sequence[str]) -> None:
+    """Switch a queue's stack in the database (and in this process at once)."""
+    conn.execute(QUERIES["queue_policies_set"], {"queue": queue, "policies": list(names)})
+    forget_stacks()

@@ -1,0 +1,27 @@
+WITH q AS (
+    SELECT lease_seconds, max_runtime_seconds FROM fairsched.queues WHERE name = %(queue)s
+), candidate AS MATERIALIZED (
+    SELECT j.id
+      FROM fairsched.jobs AS j
+     WHERE j.queue_name = %(queue)s AND j.status = 'pending' AND j.available_at <= now()
+     ORDER BY "j"."priority" DESC, "j"."available_at", "j"."id"
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE fairsched.jobs AS j
+   SET status = 'running',
+       attempt_count = j.attempt_count + 1,
+       lease_owner = %(owner)s,
+       lease_token = j.lease_token + 1,
+       started_at = now(),
+       progress = NULL,
+       lease_expires_at = now() + make_interval(
+           secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds))
+  FROM candidate c, q
+ WHERE j.id = c.id
+RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
+          j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
+          j.max_attempts,
+          coalesce(j.idempotency_key, 'fairsched-job-' || j.id) AS idempotency_key,
+          j.priority, j.aggregate_key, j.aggregate_seq, j.created_at, j.started_at,
+          coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds

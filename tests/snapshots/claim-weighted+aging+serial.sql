@@ -1,0 +1,68 @@
+WITH q AS (
+    SELECT lease_seconds, max_runtime_seconds, charge, tenant_cap
+      FROM fairsched.queues WHERE name = %(queue)s
+), tenants AS MATERIALIZED (
+    SELECT t.tenant, t.weight, t.pass,
+           CASE WHEN q.charge = 'runtime' THEN t.runtime_estimate ELSE 1 END AS cost,
+           least(%(limit)s, coalesce(t.cap, q.tenant_cap, %(limit)s + t.running) - t.running) AS room
+      FROM fairsched.tenant_shares AS t, q
+     WHERE t.queue_name = %(queue)s AND t.active
+       AND t.running < coalesce(t.cap, q.tenant_cap, t.running + 1)
+     ORDER BY t.pass, t.tenant
+     LIMIT %(limit)s
+), quota AS MATERIALIZED (
+    SELECT s.tenant, count(*)::int AS n
+      FROM (SELECT t.tenant
+              FROM tenants AS t CROSS JOIN LATERAL generate_series(1, t.room) AS k(k)
+             ORDER BY t.pass + k.k * t.cost / t.weight, t.tenant
+             LIMIT %(limit)s) AS s
+     GROUP BY s.tenant
+), candidate AS MATERIALIZED (
+    SELECT c.id, qt.tenant
+      FROM quota AS qt
+     CROSS JOIN LATERAL (
+        SELECT j.id
+          FROM fairsched.jobs AS j
+         WHERE j.queue_name = %(queue)s AND j.tenant = qt.tenant
+           AND j.status = 'pending' AND j.available_at <= now()
+         ORDER BY "j"."aging_key", "j"."id"
+         LIMIT qt.n
+           FOR UPDATE SKIP LOCKED) AS c
+), locked AS MATERIALIZED (
+    SELECT l.tenant
+      FROM (SELECT DISTINCT tenant FROM candidate ORDER BY tenant) AS c
+     CROSS JOIN LATERAL (
+        SELECT t.tenant
+          FROM fairsched.tenant_shares AS t
+         WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
+           FOR NO KEY UPDATE) AS l
+), charged AS (
+    UPDATE fairsched.tenant_shares AS t
+       SET pass = t.pass + c.n * tn.cost / t.weight,
+           running = t.running + c.n,
+           claimed_total = t.claimed_total + c.n,
+           charged_total = t.charged_total + c.n * tn.cost,
+           updated_at = now()
+      FROM (SELECT tenant, count(*)::int AS n FROM candidate GROUP BY tenant) AS c
+      JOIN tenants AS tn USING (tenant) JOIN locked USING (tenant), q
+     WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
+       AND t.running + c.n <= coalesce(t.cap, q.tenant_cap, t.running + c.n)
+    RETURNING t.tenant
+)
+UPDATE fairsched.jobs AS j
+   SET status = 'running',
+       attempt_count = j.attempt_count + 1,
+       lease_owner = %(owner)s,
+       lease_token = j.lease_token + 1,
+       started_at = now(),
+       progress = NULL,
+       lease_expires_at = now() + make_interval(
+           secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds))
+  FROM candidate c, q
+ WHERE j.id = c.id AND c.tenant IN (SELECT tenant FROM charged)
+RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
+          j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
+          j.max_attempts,
+          coalesce(j.idempotency_key, 'fairsched-job-' || j.id) AS idempotency_key,
+          j.priority, j.aggregate_key, j.aggregate_seq, j.created_at, j.started_at,
+          coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds
