@@ -1,0 +1,49 @@
+"""A third-party policy registered through its own entry point (a dist-info folder on the
+path, no install) composes the claim of a real ``fairsched worker`` process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from fairsched import Client, QueueSettings
+from fairsched.claim import compose_claim
+from fairsched.policy import registry
+from tests.worker_support import Workers, statuses, wait_for
+
+PLUGIN = Path(__file__).parent / "plugin_policy"
+
+
+@pytest.fixture
+def hold_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(PLUGIN), os.environ.get("PYTHONPATH")]))
+    )
+    registry.cache_clear()
+    compose_claim.cache_clear()
+    yield
+    registry.cache_clear()
+    compose_claim.cache_clear()
+
+
+def test_a_third_party_policy_shapes_a_real_workers_claims(
+    hold_installed: None, fresh_db: str, db: psycopg.Connection, tmp_path: Path
+) -> None:
+    assert "hold" in registry()
+    db.execute("CREATE TABLE public.hold_log (queue text, job_id bigint)")
+    with Client(fresh_db) as client:
+        client.declare_queue("probe", QueueSettings(policies=["fifo", "hold"]))
+        held = [client.enqueue("probe", {"hold": True}, tenant="t") for _ in range(3)]
+        free = [client.enqueue("probe", {}, tenant="t") for _ in range(7)]
+    with Workers(fresh_db, tmp_path) as workers:
+        workers.start({"probe": 4})
+        wait_for(lambda: statuses(db).get("succeeded") == 7, "the 7 free jobs done")
+    assert statuses(db) == {"succeeded": 7, "pending": 3}
+    pending = {row[0] for row in db.execute("SELECT id FROM fairsched.jobs WHERE status = 'pending'")}
+    assert pending == set(held)
+    logged = {row[0] for row in db.execute("SELECT job_id FROM public.hold_log")}
+    assert logged == set(free)
