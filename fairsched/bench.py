@@ -93,9 +93,7 @@ def scratch_db(admin_dsn: str, *, migrate: bool = True) -> Iterator[str]:
 
 def declare_bench_queue(client: Client, policies: Sequence[str]) -> None:
     """The bench queue: no NOTIFY (high enqueue rate), the given policy stack."""
-    fields = QueueSettings.model_fields
-    extra: dict[str, Any] = {"policies": list(policies)} if "policies" in fields else {}
-    client.declare_queue(QUEUE, QueueSettings(notify=False, lease_seconds=60, **extra))
+    client.declare_queue(QUEUE, QueueSettings(notify=False, lease_seconds=60, policies=list(policies)))
 
 
 @contextmanager
@@ -333,10 +331,8 @@ def scenario_shares(cfg: BenchConfig, figures: list[Figure], claims: int = 10_00
     for _ in range(cfg.repeats):
         with scratch_db(cfg.admin_dsn) as dsn, Client(dsn) as client:
             declare_bench_queue(client, ("weighted",))
-            set_weight = getattr(client, "tenant_weight_set", None)
             for tenant, weight in weights.items():
-                if set_weight is not None:
-                    set_weight(QUEUE, tenant, weight)
+                client.set_tenant_share(QUEUE, tenant, weight=weight)
                 enqueue_jobs(client, [JobSpec({}, tenant) for _ in range(claims)])
             with worker_processes(dsn, cfg.workers, cfg.slots):
                 wait_succeeded(dsn, claims)

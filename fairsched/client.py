@@ -11,7 +11,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from fairsched import claim as claim_mod
-from fairsched import dead, enqueue, recovery, retry
+from fairsched import dead, enqueue, policy, recovery, retry
 from fairsched import lease as lease_ops
 from fairsched.db import connect, make_pool, operation, translate
 from fairsched.enqueue import JobSpec
@@ -249,3 +249,33 @@ class Client:
     def dead_discard(self, job_id: int, *, by: str = "api") -> None:
         """Resolve a dead job without running it."""
         self._run(lambda c: dead.dead_discard(c, job_id, by=by))
+
+    # -- policies ----------------------------------------------------------
+
+    def set_tenant_share(
+        self, queue: str, tenant: str, *, weight: float | None = None, cap: int | None = None
+    ) -> None:
+        """Set a tenant's weight and/or running-job cap on a queue (``cap=0`` removes the cap).
+
+        Takes effect on the next claims, for the backlog already queued too.
+        """
+        enqueue.check_queue_name(queue)
+        enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
+        self._run(lambda c: policy.tenant_share_set(c, queue, tenant, weight=weight, cap=cap))
+
+    def tenant_shares(self, queue: str) -> list[policy.TenantShare]:
+        """Every tenant's weighted-share state on ``queue``."""
+        enqueue.check_queue_name(queue)
+        return self._run(lambda c: policy.tenant_shares_list(c, queue))
+
+    def aggregates_blocked(self, *, queue: str | None = None) -> list[dead.BlockedAggregate]:
+        """Serial aggregates held by a dead job, longest-blocked first."""
+        return self._run(lambda c: dead.aggregates_blocked(c, queue=queue))
+
+    def aggregate_unblock(self, queue: str, tenant: str, key: str, *, by: str = "api") -> int:
+        """Run a blocked aggregate's dead head again (same id); returns its id."""
+        return self._run(lambda c: dead.aggregate_unblock(c, queue, tenant, key, by=by))
+
+    def aggregate_skip(self, queue: str, tenant: str, key: str, *, by: str = "api") -> int:
+        """Discard a blocked aggregate's dead head and let the next job run; returns the discarded id."""
+        return self._run(lambda c: dead.aggregate_skip(c, queue, tenant, key, by=by))

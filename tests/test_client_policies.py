@@ -1,0 +1,42 @@
+"""Policy operations through the Client: tenant shares and blocked aggregates."""
+
+from __future__ import annotations
+
+import pytest
+
+from fairsched import Client, PermanentError, QueueSettings
+from fairsched.errors import InvalidInput, JobNotFound
+
+
+def test_tenant_share_is_set_and_listed(client: Client) -> None:
+    client.declare_queue("w", QueueSettings(policies=["weighted"]))
+    client.enqueue("w", {}, tenant="acme")
+    client.set_tenant_share("w", "acme", weight=3, cap=2)
+    [share] = client.tenant_shares("w")
+    assert (share.tenant, share.weight, share.cap) == ("acme", 3.0, 2)
+    client.set_tenant_share("w", "acme", cap=0)
+    assert client.tenant_shares("w")[0].cap is None
+
+
+@pytest.mark.parametrize(("tenant", "weight"), [("acme", 0), ("acme", -1), ("", 1), ("x" * 300, 1)])
+def test_bad_tenant_share_is_refused(client: Client, tenant: str, weight: float) -> None:
+    client.declare_queue("w", QueueSettings(policies=["weighted"]))
+    with pytest.raises(InvalidInput):
+        client.set_tenant_share("w", tenant, weight=weight)
+    assert client.tenant_shares("w") == []
+
+
+def test_blocked_aggregate_is_listed_and_unblocked(client: Client) -> None:
+    client.declare_queue("s", QueueSettings(policies=["serial"], backoff_max_seconds=0))
+    first = client.enqueue("s", {}, tenant="t", aggregate_key="order-1", aggregate_seq=1)
+    client.enqueue("s", {}, tenant="t", aggregate_key="order-1", aggregate_seq=2)
+    [lease] = client.claim("s", owner="w")
+    client.fail(lease, PermanentError("poisoned"))
+    assert client.claim("s", owner="w") == []
+    [blocked] = client.aggregates_blocked(queue="s")
+    assert blocked.aggregate_key == "order-1"
+    assert client.aggregate_unblock("s", "t", "order-1") == first
+    [again] = client.claim("s", owner="w")
+    assert again.id == first
+    with pytest.raises(JobNotFound):
+        client.aggregate_skip("s", "t", "order-1")
