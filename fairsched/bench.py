@@ -26,7 +26,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from fairsched import peers
+from fairsched import claimbench, peers
 from fairsched.client import Client
 from fairsched.enqueue import JobSpec
 from fairsched.settings import QueueSettings
@@ -373,9 +373,84 @@ def scenario_memory(cfg: BenchConfig, figures: list[Figure]) -> None:
     figures.append(fig)
 
 
+# -- scenarios: claim throughput per stack, claim cost vs backlog ------------
+
+
+def scenario_claims(cfg: BenchConfig, figures: list[Figure], backlog: int = 100_000) -> None:
+    """(1): claim throughput of every policy stack against plain fifo on the same data,
+    measured alternately on one backlog."""
+    fifo = ("fifo",)
+    stacks = [stack for stack in claimbench.STACKS if stack != fifo]
+    figs = {
+        stack: Figure(
+            "claims",
+            f"{'+'.join(stack)} / fifo claim rate",
+            "ratio",
+            bar=">= 0.8" if stack == ("weighted", "aging", "serial") else "",
+        )
+        for stack in stacks
+    }
+    fifo_fig = Figure("claims", "fifo claims/s (limit 1)", "claims/s")
+    for _ in range(cfg.repeats):
+        with scratch_db(cfg.admin_dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+            with Client(dsn) as client:
+                declare_bench_queue(client, fifo)
+            claimbench.backlog_build(conn, QUEUE, jobs=backlog)
+            for stack in stacks:
+                base = claimbench.claims_per_second(conn, fifo, QUEUE, claims=300)
+                rate = claimbench.claims_per_second(conn, stack, QUEUE, claims=300)
+                figs[stack].samples.append(rate / base)
+                fifo_fig.samples.append(base)
+    figures.append(fifo_fig)
+    figures.extend(figs.values())
+
+
+BACKLOGS = (10_000, 100_000, 1_000_000)
+
+
+def scenario_backlog(cfg: BenchConfig, figures: list[Figure], plots: dict[str, Any]) -> None:
+    """(2): shared buffers per claim and claim rate as the backlog grows 10k -> 100k -> 1M,
+    for plain fifo and the composed stack (1k tenants, 10k aggregates)."""
+    stacks = [("fifo",), cfg.policies]
+    buffers = {
+        (stack, n): Figure("backlog", f"{'+'.join(stack)} buffers/claim at {n:,}", "buffers")
+        for stack in stacks
+        for n in BACKLOGS
+    }
+    rates = {
+        (stack, n): Figure("backlog", f"{'+'.join(stack)} claims/s at {n:,}", "claims/s")
+        for stack in stacks
+        for n in BACKLOGS
+    }
+    growth = {
+        stack: Figure("backlog", f"{'+'.join(stack)} buffers 1M / 10k", "ratio", bar="<= 1.5")
+        for stack in stacks
+    }
+    for _ in range(cfg.repeats):
+        for n in BACKLOGS:
+            with scratch_db(cfg.admin_dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+                with Client(dsn) as client:
+                    declare_bench_queue(client, ("fifo",))
+                claimbench.backlog_build(conn, QUEUE, jobs=n)
+                for stack in stacks:
+                    claimbench.queue_policies_set(conn, QUEUE, stack)
+                    buffers[(stack, n)].samples.append(claimbench.claim_buffers(conn, stack, QUEUE))
+                    rates[(stack, n)].samples.append(
+                        claimbench.claims_per_second(conn, stack, QUEUE, claims=300)
+                    )
+        for stack in stacks:
+            growth[stack].samples.append(
+                buffers[(stack, BACKLOGS[-1])].samples[-1] / buffers[(stack, BACKLOGS[0])].samples[-1]
+            )
+    plots["backlog"] = {
+        "+".join(stack): [(n, rates[(stack, n)].median) for n in BACKLOGS] for stack in stacks
+    }
+    figures.extend([*buffers.values(), *rates.values(), *growth.values()])
+
+
 # -- running and reporting ----------------------------------------------------
 
-SCENARIOS = ("e2e", "noisy", "shares", "memory")
+SCENARIOS = ("claims", "backlog", "e2e", "noisy", "shares", "memory")
 
 
 def run(cfg: BenchConfig, scenarios: Sequence[str]) -> tuple[list[Figure], dict[str, Any]]:
@@ -383,7 +458,11 @@ def run(cfg: BenchConfig, scenarios: Sequence[str]) -> tuple[list[Figure], dict[
     figures: list[Figure] = []
     plots: dict[str, Any] = {}
     for name in scenarios:
-        if name == "e2e":
+        if name == "claims":
+            scenario_claims(cfg, figures)
+        elif name == "backlog":
+            scenario_backlog(cfg, figures, plots)
+        elif name == "e2e":
             scenario_e2e(cfg, figures)
         elif name == "noisy":
             scenario_noisy(cfg, figures, plots)
@@ -400,3 +479,55 @@ def to_json(figures: Sequence[Figure], cfg: BenchConfig) -> str:
     """The results as JSON (configuration without the DSN)."""
     config = {k: v for k, v in asdict(cfg).items() if k != "admin_dsn"}
     return json.dumps({"config": config, "figures": [f.as_dict() for f in figures]}, indent=2)
+
+
+def render(figures: Sequence[Figure]) -> Any:
+    """The results as a rich table: ratios first within each scenario."""
+    from rich.table import Table
+
+    table = Table(title="fairsched bench (median of repeats; min..max)")
+    for column in ("scenario", "figure", "median", "min..max", "unit", "bar"):
+        table.add_column(column, justify="right" if column in ("median", "min..max") else "left")
+    ordered = sorted(figures, key=lambda f: (SCENARIOS.index(f.scenario), f.unit != "ratio"))
+    for fig in ordered:
+        low, high = min(fig.samples, default=float("nan")), max(fig.samples, default=float("nan"))
+        table.add_row(
+            fig.scenario, fig.name, f"{fig.median:,.3g}", f"{low:,.3g}..{high:,.3g}", fig.unit, fig.bar
+        )
+    return table
+
+
+def write_plots(plots: dict[str, Any], folder: Path) -> list[Path]:
+    """PNG charts: wait distribution per phase of the noisy-neighbour run, throughput vs backlog."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    if "noisy_waits" in plots:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for label, waits in plots["noisy_waits"].items():
+            ordered = sorted(waits)
+            ax.plot(ordered, [i / len(ordered) for i in range(1, len(ordered) + 1)], label=label)
+        ax.set(
+            xlabel="wait (s)",
+            ylabel="fraction of small-tenant jobs",
+            xscale="log",
+            title="small tenants' wait, with and without a flooding tenant",
+        )
+        ax.legend()
+        written.append(folder / "noisy_waits.png")
+        fig.savefig(written[-1], dpi=100)
+        plt.close(fig)
+    if "backlog" in plots:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for label, points in plots["backlog"].items():
+            ax.plot([n for n, _ in points], [r for _, r in points], marker="o", label=label)
+        ax.set(xlabel="backlog (jobs)", ylabel="claims/s", xscale="log", title="claim rate vs backlog")
+        ax.legend()
+        written.append(folder / "backlog.png")
+        fig.savefig(written[-1], dpi=100)
+        plt.close(fig)
+    return written
