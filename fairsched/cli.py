@@ -388,6 +388,62 @@ def demo(
         demo_run.print_report(report, out)
 
 
+@app.command()
+def bench(
+    scenario: list[str] = typer.Option(
+        [], "--scenario", help="claims, backlog, e2e, noisy, shares, memory (repeatable; default all)"
+    ),
+    jobs: int = typer.Option(20_000, "--jobs", min=1000, help="jobs per end-to-end run"),
+    workers: int = typer.Option(2, "--workers", min=1, max=32, help="worker processes"),
+    slots: int = typer.Option(50, "--slots", min=1, max=1000, help="slots per worker process"),
+    repeats: int = typer.Option(3, "--repeats", min=1, max=20, help="runs per figure (median, min, max)"),
+    policies: str = typer.Option("weighted,aging,serial", "--policies", help="the composed stack measured"),
+    output: Path | None = typer.Option(None, "--output", help="also write the JSON results here"),
+    plot: Path | None = typer.Option(None, "--plot", help="write PNG charts into this folder"),
+    soak: bool = typer.Option(False, "--soak", help="run the crash-injection soak instead"),
+    duration: float = typer.Option(600.0, "--duration", min=1, help="soak length in seconds"),
+    config: str | None = ConfigOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Measure fairsched against the bar (DESIGN.md section 7) and the peers, as ratios.
+
+    Every scenario runs on scratch databases of one server: FAIRSCHED_DATABASE_URL's,
+    or the embedded one. ``--soak`` runs producers and workers with random kill -9
+    and SIGSTOP for ``--duration`` seconds and prints the ledger's counts.
+    """
+    from fairsched import bench as bench_run
+    from fairsched.embedded import embedded_dsn
+
+    settings = load_settings(config)
+    admin_dsn = settings.database_url or embedded_dsn(settings.data_dir, database="postgres")
+    if soak:
+        from fairsched.soak import run_soak
+
+        with bench_run.scratch_db(admin_dsn, migrate=False) as dsn:
+            result = run_soak(dsn, duration, progress=lambda line: console(stderr=True).print(line))
+        typer.echo(result.summary())
+        raise typer.Exit(0 if result.ok else 1)
+    chosen = scenario or list(bench_run.SCENARIOS)
+    unknown = sorted(set(chosen) - set(bench_run.SCENARIOS))
+    if unknown:
+        raise InvalidInput(f"unknown scenario {', '.join(unknown)}; known: {', '.join(bench_run.SCENARIOS)}")
+    stack = tuple(name.strip() for name in policies.split(",") if name.strip())
+    cfg = bench_run.BenchConfig(
+        admin_dsn=admin_dsn, jobs=jobs, workers=workers, slots=slots, repeats=repeats, policies=stack
+    )
+    figures, plots = bench_run.run(cfg, chosen)
+    text = bench_run.to_json(figures, cfg)
+    if output is not None:
+        output.write_text(text + "\n")
+    if as_json:
+        typer.echo(text)
+    else:
+        print_table(bench_run.render(figures))
+    if plot is not None:
+        for path in bench_run.write_plots(plots, plot):
+            console(stderr=as_json).print(f"wrote {path}")
+
+
 def main() -> None:
     """Entry point of the console script."""
     app()

@@ -1,0 +1,63 @@
+"""``fairsched bench`` runs its scenarios end to end on real workers and reports figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run_bench(server_dsn: str, *args: str) -> dict[str, object]:
+    env = {**os.environ, "FAIRSCHED_DATABASE_URL": server_dsn}
+    env.pop("FAIRSCHED_CONFIG", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "fairsched", "bench", "--repeats", "1", "--json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def figures_by_name(result: dict[str, object]) -> dict[str, dict[str, float]]:
+    figures = result["figures"]
+    assert isinstance(figures, list)
+    return {f["name"]: f for f in figures}
+
+
+def test_bench_e2e_and_memory_report_measured_ratios(server_dsn: str) -> None:
+    result = run_bench(
+        server_dsn, "--scenario", "e2e", "--scenario", "memory", "--jobs", "2000", "--slots", "16"
+    )
+    figures = figures_by_name(result)
+    ours = figures["fairsched jobs/s (weighted+aging+serial)"]
+    plain = figures["plain SKIP LOCKED loop, 50/txn, jobs/s"]
+    ratio = figures["fairsched / plain loop"]
+    assert ours["median"] > 0 and plain["median"] > 0
+    assert ratio["median"] == pytest.approx(ours["median"] / plain["median"], rel=1e-6)
+    rss = figures["worker RSS at 64 slots"]["median"]
+    assert 10 < rss < 1000
+    assert "admin_dsn" not in json.dumps(result["config"])
+
+
+def test_bench_refuses_an_unknown_scenario(server_dsn: str) -> None:
+    env = {**os.environ, "FAIRSCHED_DATABASE_URL": server_dsn}
+    done = subprocess.run(
+        [sys.executable, "-m", "fairsched", "bench", "--scenario", "nope"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "error: unknown scenario nope; known: claims, backlog, e2e, noisy, shares, memory"
+    ]
