@@ -15,7 +15,9 @@ WITH input AS (
     SELECT %(queue)s, i.tenant, false, 'infinity',
            coalesce((SELECT s.pass FROM fairsched.tenant_shares s
                       WHERE s.queue_name = %(queue)s AND s.active
-                      ORDER BY s.pass LIMIT 1), 0)
+                      ORDER BY s.pass LIMIT 1),
+                    (SELECT max(s.pass) FROM fairsched.tenant_shares s
+                      WHERE s.queue_name = %(queue)s), 0)
       FROM input i
     ON CONFLICT (queue_name, tenant) DO NOTHING
     RETURNING tenant
@@ -33,9 +35,12 @@ WITH input AS (
       FROM unnest(%(tenants)s::text[], %(dues)s::timestamptz[]) AS t(tenant, due)
      GROUP BY tenant
 ), floor AS (
-    SELECT coalesce(min(s.pass), 0) AS pass
-      FROM (SELECT pass FROM fairsched.tenant_shares
-             WHERE queue_name = %(queue)s AND active ORDER BY pass LIMIT 1) s
+    -- The queue's virtual time: the lowest active pass; when no tenant is active,
+    -- the highest pass reached, so tenants returning to an idle queue start level.
+    SELECT coalesce((SELECT pass FROM fairsched.tenant_shares
+                      WHERE queue_name = %(queue)s AND active ORDER BY pass LIMIT 1),
+                    (SELECT max(pass) FROM fairsched.tenant_shares
+                      WHERE queue_name = %(queue)s), 0) AS pass
 )
 UPDATE fairsched.tenant_shares AS t
    SET active = i.due <= now(),
@@ -88,7 +93,9 @@ UPDATE fairsched.tenant_shares AS t
        ready_at = 'infinity',
        pass = greatest(t.pass, coalesce((SELECT s.pass FROM fairsched.tenant_shares s
                                           WHERE s.queue_name = t.queue_name AND s.active
-                                          ORDER BY s.pass LIMIT 1), t.pass)),
+                                          ORDER BY s.pass LIMIT 1),
+                                        (SELECT max(s.pass) FROM fairsched.tenant_shares s
+                                          WHERE s.queue_name = t.queue_name))),
        updated_at = now()
   FROM due d
  WHERE t.queue_name = d.queue_name AND t.tenant = d.tenant
