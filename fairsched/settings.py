@@ -76,6 +76,9 @@ class QueueSettings(BaseModel):
         default_factory=dict, description="parameters of third-party policies"
     )
     tenants: dict[str, TenantSettings] = Field(default_factory=dict, description="weighted: per tenant")
+    weight: float = Field(
+        1.0, gt=0, le=1_000_000, description="share of a worker's --concurrency among its queues"
+    )
 
     @field_validator("policies")
     @classmethod
