@@ -37,7 +37,7 @@ from typing import TypeVar
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from fairsched import claim, enqueue, metrics, retry
+from fairsched import capacity, claim, enqueue, metrics, retry
 from fairsched.app import App, Job
 from fairsched.client import Client
 from fairsched.db import connect, operation, redact
@@ -392,11 +392,15 @@ class QueueRunner:
                     self._cond.wait(remaining if not self._hint else poll)
                 if not self._claiming:
                     return
+                free = self._worker.slots.take(self.name, min(self.slots - self._busy, claim.MAX_BATCH))
+                if not free:  # the free slots are owed to other queues; woken when one comes free
+                    self._cond.wait(poll)
+                    continue
                 self._hint = False
-                free = min(self.slots - self._busy, claim.MAX_BATCH)
             try:
                 leases = self._claim(free)
             except (FairschedError, psycopg.Error) as e:
+                self._worker.slots.claimed(self.name, free, 0)
                 delay = backoff_delay(failures, cap=min(5.0, max(poll, 0.5)))
                 if failures == 0:
                     level = logging.WARNING if isinstance(e, TRANSIENT) else logging.ERROR
@@ -409,6 +413,7 @@ class QueueRunner:
             if failures:
                 log.info("claiming %s works again after %d failed attempts", self.name, failures)
                 failures = 0
+            self._worker.slots.claimed(self.name, free, len(leases))
             self._dispatch(leases, more=len(leases) == free)
 
     def _claim(self, limit: int) -> list[Lease]:
@@ -474,6 +479,7 @@ class QueueRunner:
             self._busy -= 1
             metrics.SLOTS_BUSY.labels(self.name).set(self._busy)
             self._cond.notify_all()
+        self._worker.slots.finished(self.name)
 
 
 def cancel_and_stop(loop: asyncio.AbstractEventLoop) -> None:
@@ -506,7 +512,9 @@ class Runtime:
         self.tenant_labels = metrics.TenantLabels(settings.tenants)
         self.running = Running()
         self.finisher = Finisher(client, self.crashed)
-        self.runners = {name: QueueRunner(self, name, slots) for name, slots in queues.items()}
+        split = capacity.Split.of(queues)
+        self.slots = capacity.Slots(split, self.wake)
+        self.runners = {name: QueueRunner(self, name, split.most(name)) for name in split}
         self._heartbeater = Heartbeater(client, self.running, self.crashed)
         self._listener = Listener(dsn, self.wake)
         self._sweeper = Sweeper(client, settings.recovery_interval_seconds, lambda: self.wake(None))
@@ -603,7 +611,7 @@ class Worker:
         for name in queues:
             app.handler_for(name)
         self.app = app
-        self.queues = dict(queues)
+        self.queues = capacity.Split.of(queues)
         self.settings = settings
         self.owner = owner
         self._dsn = dsn
