@@ -329,17 +329,35 @@ def config_apply(file: Path | None = FileArgument, config: str | None = ConfigOp
 @app.command()
 def worker(
     app_spec: str = typer.Option(..., "--app", help="handlers, as module:attribute"),
-    queue: list[str] = typer.Option(..., "--queue", help="queue=slots, repeatable"),
+    queue: list[str] = typer.Option(
+        ..., "--queue", help="queue=slots, or a bare queue name with --concurrency; repeatable"
+    ),
+    concurrency: int | None = typer.Option(
+        None,
+        "--concurrency",
+        min=1,
+        max=1000,
+        help="slots shared by the bare --queue names by their [queues.<name>] weight; idle ones lent",
+    ),
     config: str | None = ConfigOption,
     owner: str | None = typer.Option(None, "--owner", help="lease owner name (default host:pid)"),
     metrics_port: int | None = typer.Option(None, "--metrics-port", help="serve /metrics on this port"),
 ) -> None:
-    """Run one worker process: pooled slots per queue, until SIGTERM/SIGINT."""
+    """Run one worker process: pooled slots per queue, until SIGTERM/SIGINT.
+
+    Static split: ``--queue emails=8 --queue reports=2``. Weighted split:
+    ``--concurrency 16 --queue emails --queue reports`` (see docs/capacity.md).
+    """
+    from fairsched.capacity import Split, parse_weighted
     from fairsched.worker import load_app, parse_queue_slots, run_worker
 
     settings = load_settings(config)
     handlers = load_app(app_spec)
-    slots = parse_queue_slots(queue)
+    if concurrency is None:
+        slots = Split.static(parse_queue_slots(queue))
+    else:
+        weights = {name: q.weight for name, q in settings.queues.items()}
+        slots = parse_weighted(queue, concurrency, weights)
     client = Client.from_settings(settings)
     raise typer.Exit(
         run_worker(handlers, slots, settings, dsn=client.dsn, owner=owner, metrics_port=metrics_port)
