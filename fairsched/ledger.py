@@ -63,6 +63,8 @@ class LedgerReport:
     duplicate_executions: int
     longest_overlap_seconds: float
     premature: int
+    shortest_redelivery_seconds: float | None
+    longest_redelivery_seconds: float | None
     unexpected: int
     stale_accepted: int
     ordering_violations: int
@@ -89,9 +91,14 @@ class LedgerReport:
             f"lost={self.lost} not_succeeded={self.not_succeeded} duplicated={self.duplicated} "
             f"(extra executions {self.duplicate_executions}, longest overlap "
             f"{self.longest_overlap_seconds:.3f}s vs lease {self.lease_seconds:g}s, "
-            f"premature {self.premature}) unexpected={self.unexpected} "
+            f"premature {self.premature}, redelivered after {_span(self)}) unexpected={self.unexpected} "
             f"stale_accepted={self.stale_accepted} ordering_violations={self.ordering_violations}"
         )
+
+
+def _span(report: LedgerReport) -> str:
+    low, high = report.shortest_redelivery_seconds, report.longest_redelivery_seconds
+    return "-" if low is None or high is None else f"{low:.3f}-{high:.3f}s"
 
 
 def ledger_create(conn: psycopg.Connection, *, reset: bool = False) -> None:
@@ -171,7 +178,7 @@ def ledger_check(
 
     finished = {job_id for job_id, runs in by_job.items() if any(run.finished for run in runs)}
     duplicated = {job_id: runs for job_id, runs in by_job.items() if len(runs) > 1}
-    longest, premature = _overlaps(duplicated.values(), pauses, lease_seconds)
+    longest, premature, gaps = _overlaps(duplicated.values(), pauses, lease_seconds)
     stale_accepted = sum(
         1
         for status, token, succeeded in states.values()
@@ -193,6 +200,8 @@ def ledger_check(
         duplicate_executions=sum(len(runs) - 1 for runs in duplicated.values()),
         longest_overlap_seconds=longest,
         premature=premature,
+        shortest_redelivery_seconds=min(gaps, default=None),
+        longest_redelivery_seconds=max(gaps, default=None),
         unexpected=sum(1 for job_id in by_job if job_id not in states),
         stale_accepted=stale_accepted,
         ordering_violations=_ordering_violations(winners) if serial else 0,
@@ -208,14 +217,16 @@ def _overlaps(
     groups: Iterable[list[Execution]],
     pauses: dict[str, list[tuple[datetime, datetime]]],
     lease_seconds: float,
-) -> tuple[float, int]:
+) -> tuple[float, int, list[float]]:
     """The longest time two executions of one job both ran (time a worker spent stopped
-    does not count), and how many re-executions were claimed while the earlier
-    execution still ran under its first lease."""
+    does not count), how many re-executions were claimed while the earlier execution
+    still ran under its first lease, and each re-execution's delay after the claim before."""
     longest = 0.0
     premature = 0
+    gaps: list[float] = []
     for runs in groups:
         ordered = sorted(runs, key=lambda run: run.claimed_at)
+        gaps.extend((b.claimed_at - a.claimed_at).total_seconds() for a, b in pairwise(ordered))
         for i, later in enumerate(ordered):
             for earlier in ordered[:i]:
                 end = earlier.ended_at or earlier.started_at
@@ -225,7 +236,7 @@ def _overlaps(
                 gap = (later.claimed_at - earlier.claimed_at).total_seconds()
                 if gap < lease_seconds - CLOCK_SLACK_SECONDS and later.claimed_at < end:
                     premature += 1
-    return longest, premature
+    return longest, premature, gaps
 
 
 def _running_seconds(start: datetime, end: datetime, stopped: list[tuple[datetime, datetime]]) -> float:

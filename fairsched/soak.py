@@ -195,12 +195,19 @@ class SoakResult:
                 f"jobs lost: {r.lost}  not succeeded: {r.not_succeeded}  drained: {self.drained}",
                 f"duplicate executions: {r.duplicate_executions} (jobs: {r.duplicated})",
                 f"longest duplicate window: {r.longest_overlap_seconds:.3f}s (lease {r.lease_seconds:g}s)",
-                f"re-executions before the first lease ran out: {r.premature}",
+                f"re-executions before the first lease ran out: {r.premature}"
+                f" (re-executions claimed {_redelivery(r)} after the claim before)",
+                f"ordering violations within aggregates: {r.ordering_violations}",
                 f"unexpected executions: {r.unexpected}",
                 f"stale completions accepted: {r.stale_accepted}  rejected: {self.stale_rejections}",
                 f"verdict: {'ok' if self.ok else 'FAILED'}",
             ]
         )
+
+
+def _redelivery(report: LedgerReport) -> str:
+    low, high = report.shortest_redelivery_seconds, report.longest_redelivery_seconds
+    return "-" if low is None or high is None else f"{low:.2f}-{high:.2f}s"
 
 
 class Soak:
@@ -217,9 +224,12 @@ class Soak:
     connections retried through outages, so faults may hit the database too.
     Workers and the producer connect to ``worker_dsn`` and ``producer_dsn`` when
     given (e.g. through PgBouncer); migrations, bookkeeping and the ledger use ``dsn``.
-    Worker ``i`` gets the extra variables ``worker_envs[i % len(worker_envs)]`` (e.g.
-    libfaketime's ``LD_PRELOAD`` and ``FAKETIME`` for a worker whose clock is wrong;
-    preload the library rather than wrap the command, so signals reach the worker).
+    With ``aggregates``, each tenant's jobs belong to that many aggregates (sequence
+    numbers 1, 2, …), to be run on a queue whose ``policies`` hold ``serial``; the
+    checker then counts ordering violations. Worker ``i`` gets the extra variables
+    ``worker_envs[i % len(worker_envs)]`` (e.g. libfaketime's ``LD_PRELOAD`` and
+    ``FAKETIME`` for a worker whose clock is wrong; preload the library rather than
+    wrap the command, so signals reach the worker).
     """
 
     def __init__(
@@ -239,6 +249,8 @@ class Soak:
         producer_dsn: str | None = None,
         worker_env: Mapping[str, str] | None = None,
         worker_envs: Sequence[Mapping[str, str]] = ({},),
+        policies: Sequence[str] = ("fifo",),
+        aggregates: int = 0,
     ) -> None:
         if workers < 1 or slots < 1 or rate <= 0 or lease_seconds <= 0:
             raise InvalidInput("workers, slots, rate and lease must be positive")
@@ -252,6 +264,8 @@ class Soak:
         self.rng = random.Random(seed)
         self.log_dir = log_dir
         self.worker_envs = [dict(extra) for extra in worker_envs] or [{}]
+        self.policies = list(policies)
+        self.aggregates = aggregates
         self.env = _worker_env(worker_dsn or dsn, dsn, lease_seconds, worker_env)
         self.worker_count = workers
         self.workers: list[SoakWorker] = []
@@ -293,6 +307,7 @@ class Soak:
                 unknown_max_attempts=1000,
                 backoff_base_seconds=0.05,
                 backoff_max_seconds=0.5,
+                policies=self.policies,
             ),
         )
         with connect(self.dsn) as conn:
@@ -426,16 +441,25 @@ class Soak:
         interval = batch / self.rate
         n = 0
         next_at = time.monotonic()
+        seqs: dict[tuple[str, str], int] = {}
         try:
             while not self._stop.is_set():
-                specs = [
-                    JobSpec(
-                        {"work": round(rng.uniform(*self.work_seconds), 3), "n": n + i},
-                        tenant=f"t{rng.randrange(self.tenants)}",
-                        idempotency_key=f"soak-{prefix}-{n + i}",
+                specs = []
+                for i in range(batch):
+                    tenant = f"t{rng.randrange(self.tenants)}"
+                    key = seq = None
+                    if self.aggregates:
+                        key = f"a{rng.randrange(self.aggregates)}"
+                        seq = seqs[(tenant, key)] = seqs.get((tenant, key), 0) + 1
+                    specs.append(
+                        JobSpec(
+                            {"work": round(rng.uniform(*self.work_seconds), 3), "n": n + i},
+                            tenant=tenant,
+                            aggregate_key=key,
+                            aggregate_seq=seq,
+                            idempotency_key=f"soak-{prefix}-{n + i}",
+                        )
                     )
-                    for i in range(batch)
-                ]
                 ids = self._enqueue(specs)
                 if ids is None:
                     return
@@ -469,7 +493,9 @@ class Soak:
             time.sleep(0.5)
 
     def _check(self, conn: psycopg.Connection) -> tuple[LedgerReport, int]:
-        report = ledger_check(conn, self.acknowledged, lease_seconds=self.lease_seconds)
+        report = ledger_check(
+            conn, self.acknowledged, lease_seconds=self.lease_seconds, serial=self.aggregates > 0
+        )
         with operation("ledger_stale_rejections"):
             row = conn.execute(
                 QUERIES["ledger_stale_rejections"], {"queue": QUEUE, "since": self._started_db}

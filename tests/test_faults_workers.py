@@ -78,6 +78,48 @@ def test_soak_with_random_kills_and_pauses(fresh_db: str, tmp_path: Path) -> Non
     assert result.ok
 
 
+def test_serial_aggregates_keep_their_order_through_kills_and_pauses(fresh_db: str, tmp_path: Path) -> None:
+    soak = Soak(
+        fresh_db,
+        workers=3,
+        slots=4,
+        rate=40,
+        lease_seconds=2.0,
+        seed=5,
+        log_dir=tmp_path,
+        policies=("weighted", "aging", "serial"),
+        aggregates=3,
+    )
+    with soak:
+        for round_ in range(4):
+            soak.run_for(1.5)
+            soak.kill(round_ % 3)
+        soak.pause(1, 2.0 * 2)
+        soak.run_for(1.0)
+    result = soak.result
+    assert result is not None
+    show("serial aggregates (weighted + aging + serial), kill -9 x4, SIGSTOP x1", result)
+    report = result.report
+    assert report.ordering_violations == 0
+    assert (report.lost, report.stale_accepted, report.premature) == (0, 0, 0)
+    assert result.ok
+
+
+def test_the_ordering_checker_sees_aggregates_run_without_the_serial_policy(
+    fresh_db: str, tmp_path: Path
+) -> None:
+    soak = Soak(
+        fresh_db, workers=2, slots=4, rate=60, seed=5, log_dir=tmp_path, policies=("fifo",), aggregates=1
+    )
+    with soak:
+        soak.run_for(4.0)
+    result = soak.result
+    assert result is not None
+    print(f"\n[aggregates on a fifo queue] ordering violations: {result.report.ordering_violations}")
+    assert result.report.ordering_violations > 0
+    assert not result.ok
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="worker: slots are freed before outcomes are recorded and failures are recorded one "
