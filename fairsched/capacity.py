@@ -69,7 +69,7 @@ def entitlements(total: int, weights: Mapping[str, float]) -> dict[str, int]:
         shares[name] += 1
     for name in names:
         if shares[name] == 0:
-            donor = max(names, key=lambda n: (shares[n] - quota[n], shares[n]))
+            donor = max((n for n in names if shares[n] > 1), key=lambda n: (shares[n] - quota[n], shares[n]))
             shares[donor] -= 1
             shares[name] = 1
     return shares
