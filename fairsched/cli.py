@@ -25,7 +25,8 @@ from rich.table import Table
 from fairsched import Client, load_settings
 from fairsched.db import connect, redact, translate
 from fairsched.errors import ConfigError, FairschedError, InvalidInput
-from fairsched.settings import Settings
+from fairsched.settings import Settings, TenantSettings
+from fairsched.sql import QUERIES
 
 
 class _Group(typer.core.TyperGroup):
@@ -55,14 +56,28 @@ def _one_line(error: Exception) -> str:
 
 app = typer.Typer(
     cls=_Group,
-    help="fairsched: a multi-tenant fair job scheduler on PostgreSQL.",
+    help="fairsched: a multi-tenant fair job scheduler on PostgreSQL.\n\n"
+    "Exit status: 0 ok, 1 failure (one line on stderr; --debug for the traceback), 2 usage error.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
 dead_app = typer.Typer(help="Dead jobs: list, show, replay (same id) or discard.", no_args_is_help=True)
-config_app = typer.Typer(help="Configuration files: validate and apply.", no_args_is_help=True)
+config_app = typer.Typer(
+    help="Configuration between a TOML file and the database: check, apply, diff, export.",
+    no_args_is_help=True,
+)
+tenant_app = typer.Typer(
+    help="Tenants of a queue: list, show, set weight or cap (live).", no_args_is_help=True
+)
+policy_app = typer.Typer(help="A queue's policy stack and settings: show, set (live).", no_args_is_help=True)
+aggregate_app = typer.Typer(
+    help="Serial aggregates blocked by a dead job: list, unblock, skip.", no_args_is_help=True
+)
 app.add_typer(dead_app, name="dead")
 app.add_typer(config_app, name="config")
+app.add_typer(tenant_app, name="tenant")
+app.add_typer(policy_app, name="policy")
+app.add_typer(aggregate_app, name="aggregate")
 
 ConfigOption = typer.Option(None, "--config", envvar="FAIRSCHED_CONFIG", help="TOML config file")
 JsonOption = typer.Option(False, "--json", help="print JSON instead of a table")
@@ -117,6 +132,14 @@ def console(*, stderr: bool = False) -> Console:
 def print_table(table: Table) -> None:
     """Render a rich table on stdout."""
     console().print(table)
+
+
+def database_now(conn: psycopg.Connection) -> datetime:
+    """The database's clock, which every age and ``--since`` is measured against."""
+    row = conn.execute(QUERIES["exporter_now"]).fetchone()
+    assert row is not None
+    now: datetime = row[0]
+    return now
 
 
 def _when(value: datetime | None) -> str:
@@ -218,13 +241,18 @@ def enqueue(
 def dead_list(
     queue: str | None = typer.Option(None, "--queue", help="only this queue"),
     tenant: str | None = typer.Option(None, "--tenant", help="only this tenant"),
+    code: str | None = typer.Option(None, "--code", help="only this error code"),
+    since: str | None = typer.Option(None, "--since", help="died within (2h, 30m, 1d) or since an ISO time"),
     limit: int = typer.Option(100, "--limit", min=1, max=10_000, help="at most this many"),
     config: str | None = ConfigOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Dead jobs, newest first."""
-    with open_client(config) as client:
-        jobs = client.dead_list(queue=queue, tenant=tenant, limit=limit)
+    from fairsched.status import dead_find, parse_since
+
+    with open_client(config) as client, client.connection() as conn:
+        after = parse_since(since, database_now(conn)) if since is not None else None
+        jobs = dead_find(conn, queue=queue, tenant=tenant, code=code, since=after, limit=limit)
     if as_json:
         print_json([vars(job) for job in jobs])
         return
@@ -296,8 +324,11 @@ def config_check(
     file: Path | None = FileArgument, config: str | None = ConfigOption, as_json: bool = JsonOption
 ) -> None:
     """Validate a config file (and FAIRSCHED_* overrides); name every bad key and value."""
+    from fairsched import configsync
+
     path = _config_file(file, config)
     settings = load_settings(path)
+    configsync.check(settings, str(path))
     if as_json:
         print_json(
             {
@@ -313,14 +344,498 @@ def config_check(
 
 @config_app.command("apply")
 def config_apply(file: Path | None = FileArgument, config: str | None = ConfigOption) -> None:
-    """Declare the config's queues in the database, all in one transaction."""
+    """Write the file's queues, policies, tenant weights and caps to the database, atomically.
+
+    Top-level [tenants.X] apply to every queue whose stack has the weighted policy,
+    unless the queue lists the tenant itself. Nothing absent from the file is deleted.
+    """
+    from fairsched import configsync
+
     path = _config_file(file, config)
     settings = load_settings(path)
     if not settings.queues:
         raise ConfigError(f"{path}: declares no queues; nothing to apply")
-    with open_client(None, settings) as client:
-        client.apply_settings()
+    configsync.check(settings, str(path))
+    with open_client(None, settings) as client, client.connection() as conn:
+        configsync.apply(conn, settings)
     typer.echo(f"applied {len(settings.queues)} queues: {', '.join(sorted(settings.queues))}")
+
+
+@config_app.command("diff")
+def config_diff(
+    file: Path | None = FileArgument,
+    config: str | None = ConfigOption,
+    exit_code: bool = typer.Option(False, "--exit-code", help="exit 1 when something differs"),
+    as_json: bool = JsonOption,
+) -> None:
+    """What differs between a config file and the database (queues, policies, tenants)."""
+    from fairsched import configsync
+
+    path = _config_file(file, config)
+    settings = load_settings(path)
+    configsync.check(settings, str(path))
+    with open_client(None, settings) as client, client.connection() as conn:
+        differences = configsync.diff(settings, configsync.database_settings(conn))
+    if as_json:
+        print_json([vars(d) | {"file": _plain(d.file), "database": _plain(d.database)} for d in differences])
+    elif differences:
+        for difference in differences:
+            typer.echo(difference.line())
+    else:
+        typer.echo(f"{path}: the database matches")
+    if differences and exit_code:
+        raise typer.Exit(1)
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump() if isinstance(value, TenantSettings) else value
+
+
+@config_app.command("export")
+def config_export(
+    output: Path | None = typer.Option(None, "--output", "-o", help="write to this file, not stdout"),
+    config: str | None = ConfigOption,
+) -> None:
+    """The database's queues, policies and tenant settings as TOML (`config apply` reads it back)."""
+    from fairsched import configsync
+
+    with open_client(config) as client, client.connection() as conn:
+        text = configsync.export_toml(configsync.database_settings(conn), now=database_now(conn))
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text, "utf-8")
+        typer.echo(f"wrote {output}", err=True)
+
+
+# -- live tuning: tenants -------------------------------------------------------
+
+QueueArgument = typer.Argument(..., help="queue name")
+TenantArgument = typer.Argument(..., help="tenant name")
+LOOSE = {"ignore_unknown_options": True}
+"""Lets a value such as ``-1`` reach the command, which refuses it with a clear message."""
+
+
+@tenant_app.command("list")
+def tenant_list(
+    queue: str = QueueArgument, config: str | None = ConfigOption, as_json: bool = JsonOption
+) -> None:
+    """Every tenant with share state on a queue: weight, cap, running, claims, shares."""
+    from fairsched import configsync
+
+    with open_client(config) as client, client.connection() as conn:
+        stored = configsync.queue_settings(conn, queue)
+        shares = client.tenant_shares(queue)
+    claimed = sum(s.claimed_total for s in shares)
+    active_weight = sum(s.weight for s in shares if s.active)
+    rows: list[dict[str, Any]] = [
+        {
+            "tenant": s.tenant,
+            "weight": s.weight,
+            "cap": s.cap,
+            "effective_cap": s.cap or stored.tenant_cap,
+            "running": s.running,
+            "active": s.active,
+            "claimed_total": s.claimed_total,
+            "share": s.claimed_total / claimed if claimed else None,
+            "entitled": s.weight / active_weight if s.active and active_weight else 0.0,
+        }
+        for s in shares
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        typer.echo(f"no tenant has share state on {queue} yet (every tenant weighs 1)")
+        return
+    table = Table("tenant", "weight", "cap", "running", "active", "claimed", "share", "entitled", title=queue)
+    for r in rows:
+        cap = r["effective_cap"]
+        shown_cap = "-" if cap is None else (str(cap) if r["cap"] else f"{cap} (queue)")
+        table.add_row(
+            r["tenant"],
+            _number(r["weight"]),
+            shown_cap,
+            str(r["running"]),
+            "yes" if r["active"] else "no",
+            str(r["claimed_total"]),
+            _percent(r["share"]),
+            _percent(r["entitled"]),
+        )
+    print_table(table)
+
+
+@tenant_app.command("show")
+def tenant_show(
+    queue: str = QueueArgument,
+    tenant: str = TenantArgument,
+    config: str | None = ConfigOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """One tenant of a queue: weight, cap, share state and its jobs by state."""
+    from fairsched import configsync, enqueue
+    from fairsched.exporter import ExporterSettings
+    from fairsched.status import tenant_jobs
+
+    enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
+    with open_client(config) as client, client.connection() as conn:
+        stored = configsync.queue_settings(conn, queue)
+        share = next((s for s in client.tenant_shares(queue) if s.tenant == tenant), None)
+        jobs = tenant_jobs(conn, queue, tenant, count_limit=ExporterSettings().count_limit)
+    shown: dict[str, Any] = {
+        "queue": queue,
+        "tenant": tenant,
+        "weight": share.weight if share else 1.0,
+        "cap": share.cap if share else None,
+        "queue_tenant_cap": stored.tenant_cap,
+        "active": share.active if share else False,
+        "claimed_total": share.claimed_total if share else 0,
+        "charged_total": share.charged_total if share else 0.0,
+        "runtime_estimate_seconds": share.runtime_estimate if share else None,
+        **jobs,
+    }
+    if as_json:
+        print_json(shown)
+        return
+    table = Table("field", "value", show_header=False)
+    for key, value in shown.items():
+        table.add_row(
+            key, "-" if value is None else _number(value) if isinstance(value, float) else str(value)
+        )
+    print_table(table)
+
+
+@tenant_app.command("weight", context_settings=LOOSE)
+def tenant_weight(
+    queue: str = QueueArgument,
+    tenant: str = TenantArgument,
+    weight: str = typer.Argument(..., help="positive number, at most 1000000"),
+    config: str | None = ConfigOption,
+) -> None:
+    """Set a tenant's weight on a queue; claims follow it within seconds, backlog included."""
+    from fairsched import configsync
+
+    value = _positive_number("weight", weight)
+    with open_client(config) as client, client.connection() as conn:
+        note = configsync.tenant_set(conn, queue, tenant, weight=value)
+    typer.echo(f"{queue}/{tenant}: weight {_number(value)}{note}")
+
+
+@tenant_app.command("cap", context_settings=LOOSE)
+def tenant_cap(
+    queue: str = QueueArgument,
+    tenant: str = TenantArgument,
+    cap: str = typer.Argument(..., help="most running jobs (a positive whole number), or none"),
+    config: str | None = ConfigOption,
+) -> None:
+    """Set or remove (``none``) a tenant's cap of running jobs on a queue."""
+    from fairsched import configsync
+
+    value = 0 if cap.strip().lower() == "none" else _whole_number("cap", cap)
+    with open_client(config) as client, client.connection() as conn:
+        note = configsync.tenant_set(conn, queue, tenant, cap=value)
+    typer.echo(f"{queue}/{tenant}: cap {value or 'none'}{note}")
+
+
+def _positive_number(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InvalidInput(f"{name} {text[:40]!r} is not a number") from None
+    if not 0 < value <= 1_000_000:
+        raise InvalidInput(f"{name} must be a number in (0, 1000000], got {text[:40]!r}")
+    return value
+
+
+def _whole_number(name: str, text: str) -> int:
+    stripped = text.strip()
+    if not stripped.isdigit() or len(stripped) > 9 or int(stripped) < 1:
+        raise InvalidInput(f"{name} must be a positive whole number or none, got {text[:40]!r}")
+    return int(stripped)
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+# -- live tuning: a queue's policies ------------------------------------------------------
+
+APPLIES_AT_ENQUEUE = {"max_attempts", "aging_interval_seconds", "notify"}
+"""Settings read when a job is enqueued: they apply to jobs enqueued after the change."""
+
+
+@policy_app.command("show")
+def policy_show(
+    queue: str = QueueArgument, config: str | None = ConfigOption, as_json: bool = JsonOption
+) -> None:
+    """A queue's policy stack, its parameters, leases, retries and tenant settings."""
+    from fairsched import configsync
+
+    with open_client(config) as client, client.connection() as conn:
+        stored = configsync.queue_settings(conn, queue)
+    values = {field: getattr(stored, field) for field in configsync.STORED_FIELDS}
+    tenants = {t: s.model_dump() for t, s in sorted(stored.tenants.items())}
+    if as_json:
+        print_json({"queue": queue, **values, "tenants": tenants})
+        return
+    table = Table("setting", "value", title=queue, show_header=False)
+    for key, value in values.items():
+        table.add_row(key, _setting(value))
+    for name, share in tenants.items():
+        cap = share["cap"] if share["cap"] is not None else "none"
+        table.add_row(f"tenants.{name}", f"weight {_number(share['weight'])}, cap {cap}")
+    print_table(table)
+
+
+def _setting(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, dict):
+        return json.dumps(value) if value else "-"
+    return str(value)
+
+
+@policy_app.command("set", context_settings=LOOSE)
+def policy_set(
+    queue: str = QueueArgument,
+    policies: str | None = typer.Option(None, "--policies", help="the stack, e.g. weighted,aging,serial"),
+    aging_interval: float | None = typer.Option(None, "--aging-interval", help="aging: seconds per level"),
+    serial_gap: str | None = typer.Option(None, "--serial-gap", help="serial: strict or lowest"),
+    serial_poison: str | None = typer.Option(None, "--serial-poison", help="serial: block or skip"),
+    charge: str | None = typer.Option(None, "--charge", help="weighted: count or runtime"),
+    tenant_cap: str | None = typer.Option(
+        None, "--tenant-cap", help="weighted: default cap per tenant, or none"
+    ),
+    lease: float | None = typer.Option(None, "--lease", help="lease seconds per claim and renewal"),
+    max_runtime: float | None = typer.Option(None, "--max-runtime", help="seconds; no renewal past it"),
+    max_attempts: int | None = typer.Option(None, "--max-attempts", help="attempts before dead"),
+    unknown_max_attempts: int | None = typer.Option(
+        None, "--unknown-max-attempts", help="attempts for failures of unknown kind"
+    ),
+    backoff_base: float | None = typer.Option(None, "--backoff-base", help="first retry delay ceiling (s)"),
+    backoff_max: float | None = typer.Option(None, "--backoff-max", help="longest retry delay (s)"),
+    notify: bool | None = typer.Option(None, "--notify/--no-notify", help="pg_notify workers on enqueue"),
+    config: str | None = ConfigOption,
+) -> None:
+    """Change a queue's policies and settings; running workers follow within seconds.
+
+    Claims read the stack (cached one second per process), lease, runtime, cap and
+    charge; failures read attempts and backoff; max attempts and the aging
+    interval are fixed per job at enqueue, so they apply to jobs enqueued next.
+    """
+    from fairsched import configsync
+
+    changes: dict[str, Any] = {
+        "policies": [p.strip() for p in policies.split(",") if p.strip()] if policies is not None else None,
+        "aging_interval_seconds": aging_interval,
+        "serial_gap": serial_gap,
+        "serial_poison": serial_poison,
+        "charge": charge,
+        "tenant_cap": None if tenant_cap is None else _optional_cap(tenant_cap),
+        "lease_seconds": lease,
+        "max_runtime_seconds": max_runtime,
+        "max_attempts": max_attempts,
+        "unknown_max_attempts": unknown_max_attempts,
+        "backoff_base_seconds": backoff_base,
+        "backoff_max_seconds": backoff_max,
+        "notify": notify,
+    }
+    given = {k: v for k, v in changes.items() if v is not None}
+    if tenant_cap is not None:
+        given["tenant_cap"] = changes["tenant_cap"] or None
+    if not given:
+        raise typer.BadParameter("give at least one setting to change, e.g. --lease 60")
+    with open_client(config) as client, client.connection() as conn:
+        before, after = configsync.queue_settings_set(conn, queue, given)
+    changed = list(configsync.changed_fields(before, after))
+    if not changed:
+        typer.echo(f"{queue}: nothing changed")
+        return
+    for field, old, new in changed:
+        note = " (jobs enqueued from now on)" if field in APPLIES_AT_ENQUEUE else ""
+        typer.echo(f"{queue}.{field}: {_setting(old)} -> {_setting(new)}{note}")
+
+
+def _optional_cap(text: str) -> int:
+    """``--tenant-cap``: a positive whole number, or 0 for ``none``."""
+    return 0 if text.strip().lower() == "none" else _whole_number("--tenant-cap", text)
+
+
+# -- aggregates --------------------------------------------------------------------------
+
+
+@aggregate_app.command("list")
+def aggregate_list(
+    queue: str | None = typer.Option(None, "--queue", help="only this queue"),
+    config: str | None = ConfigOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Aggregates blocked by a dead job (poison mode block), longest-blocked first."""
+    with open_client(config) as client:
+        blocked = client.aggregates_blocked(queue=queue)
+    if as_json:
+        print_json([vars(b) for b in blocked])
+        return
+    if not blocked:
+        typer.echo("no blocked aggregates")
+        return
+    table = Table("queue", "tenant", "aggregate", "dead job", "blocked since")
+    for b in blocked:
+        table.add_row(b.queue_name, b.tenant, b.aggregate_key, str(b.blocked_job_id), _when(b.since))
+    print_table(table)
+
+
+@aggregate_app.command("unblock")
+def aggregate_unblock(
+    queue: str = QueueArgument,
+    tenant: str = TenantArgument,
+    key: str = typer.Argument(..., help="aggregate key"),
+    config: str | None = ConfigOption,
+) -> None:
+    """Run the aggregate's dead head again (same id, fresh attempts); the rest follows it."""
+    with open_client(config) as client:
+        job_id = client.aggregate_unblock(queue, tenant, key, by="cli")
+    typer.echo(f"aggregate {key} unblocked: job {job_id} pending again")
+
+
+@aggregate_app.command("skip")
+def aggregate_skip(
+    queue: str = QueueArgument,
+    tenant: str = TenantArgument,
+    key: str = typer.Argument(..., help="aggregate key"),
+    config: str | None = ConfigOption,
+) -> None:
+    """Discard the aggregate's dead head and let its next job run."""
+    with open_client(config) as client:
+        job_id = client.aggregate_skip(queue, tenant, key, by="cli")
+    typer.echo(f"aggregate {key}: job {job_id} discarded, the next one may run")
+
+
+# -- watching -----------------------------------------------------------------------------
+
+
+@app.command()
+def status(config: str | None = ConfigOption, as_json: bool = JsonOption) -> None:
+    """Queues and tenants now: claimable, running, oldest claimable age, shares vs entitled,
+    dead jobs, starving tenants and blocked aggregates."""
+    from fairsched import status as status_mod
+    from fairsched.exporter import ExporterSettings
+
+    settings = load_settings(config)
+    with open_client(None, settings) as client, client.connection() as conn:
+        report = status_mod.read_status(conn, settings, ExporterSettings())
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        console().print(status_view(report, {}))
+
+
+@app.command()
+def top(
+    interval: float = typer.Option(2.0, "--interval", min=0.1, help="seconds between refreshes"),
+    iterations: int | None = typer.Option(None, "--iterations", min=1, help="stop after this many"),
+    once: bool = typer.Option(False, "--once", help="one refresh, then exit"),
+    config: str | None = ConfigOption,
+) -> None:
+    """``status``, refreshing in the terminal; shares over the last interval. Ctrl-C ends it."""
+    import time
+
+    from rich.live import Live
+
+    from fairsched import status as status_mod
+    from fairsched.exporter import ExporterSettings
+
+    settings = load_settings(config)
+    limits = ExporterSettings()
+    remaining = 1 if once else iterations
+    out = console()
+    with open_client(None, settings) as client, client.connection() as conn:
+        previous: status_mod.Status | None = None
+        live = Live(console=out, auto_refresh=False) if out.is_terminal else None
+        try:
+            if live is not None:
+                live.start()
+            while remaining is None or remaining > 0:
+                report = status_mod.read_status(conn, settings, limits)
+                view = status_view(report, status_mod.interval_shares(previous, report), interval)
+                if live is not None:
+                    live.update(view, refresh=True)
+                else:
+                    out.print(view)
+                previous = report
+                remaining = None if remaining is None else remaining - 1
+                if remaining != 0:
+                    time.sleep(interval)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if live is not None:
+                live.stop()
+
+
+def status_view(report: Any, recent: dict[tuple[str, str], float], interval: float | None = None) -> Any:
+    """The status tables: queues, then each queue's tenants, then blocked aggregates."""
+    from rich.console import Group
+
+    when = report.now.isoformat(sep=" ", timespec="seconds")
+    queues = Table(
+        "queue",
+        "policies",
+        "claimable",
+        "running",
+        "oldest claimable",
+        "dead",
+        "blocked",
+        "starving",
+        title=f"fairsched status at {when}",
+    )
+    parts: list[Any] = [queues]
+    for q in report.queues:
+        queues.add_row(
+            q.name,
+            ",".join(q.policies),
+            str(q.claimable),
+            str(q.running),
+            _seconds(q.oldest_claimable_age_seconds),
+            str(q.dead),
+            str(q.blocked_aggregates),
+            str(q.starving_tenants),
+        )
+        if not q.tenants:
+            continue
+        share_title = f"share (last {interval:g}s)" if interval is not None else "share"
+        tenants = Table(
+            "tenant", "weight", "running", "oldest claimable", share_title, "entitled", title=q.name
+        )
+        for t in q.tenants:
+            share = recent.get((q.name, t.tenant)) if interval is not None else t.share
+            tenants.add_row(
+                t.tenant,
+                "-" if t.weight is None else _number(t.weight),
+                str(t.running),
+                _seconds(t.oldest_claimable_age_seconds),
+                _percent(share),
+                _percent(t.entitled),
+            )
+        parts.append(tenants)
+    if report.blocked:
+        blocked = Table("queue", "tenant", "aggregate", "dead job", "since", title="blocked aggregates")
+        for b in report.blocked:
+            blocked.add_row(b.queue_name, b.tenant, b.aggregate_key, str(b.blocked_job_id), _when(b.since))
+        parts.append(blocked)
+    return Group(*parts)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f}s" if value else "-"
 
 
 # -- running ------------------------------------------------------------------
