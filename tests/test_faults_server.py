@@ -90,7 +90,7 @@ def terminate_mid_statement(dsn: str, admin: psycopg.Connection, mark: str) -> i
     with psycopg.connect(dsn) as locker:
         locker.execute("SET lock_timeout = '10s'")
         locker.execute("LOCK TABLE fairsched.jobs IN EXCLUSIVE MODE")
-        pids = wait_for(lambda: blocked_backends(admin, mark), f"a worker blocked in {mark}", timeout=15)
+        pids = wait_for(lambda: blocked_backends(admin, mark), f"a worker blocked in {mark}", timeout=30)
         for pid in pids:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         locker.rollback()
