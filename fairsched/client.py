@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -22,6 +22,21 @@ from fairsched.settings import QueueSettings, Settings, load_settings
 from fairsched.sql import QUERIES
 
 T = TypeVar("T")
+
+
+def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> None:
+    """Upsert queues in one transaction. A queue whose stack orders tenants gets share
+    rows for the tenants already waiting in it, so a backlog queued under another
+    stack is claimed at once after a switch."""
+    with conn.transaction():
+        for name, queue in queues.items():
+            with operation("queue_upsert"):
+                conn.execute(QUERIES["queue_upsert"], {"name": name, **queue.model_dump()})
+            if any(p.orders_tenants for p in policy.resolve(queue.policies)):
+                with operation("queue_pending_tenants"):
+                    rows = conn.execute(QUERIES["queue_pending_tenants"], {"queue": name}).fetchall()
+                lease_ops.tenants_activate(conn, name, [r[0] for r in rows], [r[1] for r in rows])
+    policy.forget_stacks()
 
 
 class Client:
@@ -107,19 +122,12 @@ class Client:
     def declare_queue(self, name: str, queue: QueueSettings | None = None) -> None:
         """Create or update a queue's settings in the database."""
         enqueue.check_queue_name(name)
-        values = (queue or QueueSettings()).model_dump()
-        with operation("queue_upsert"):
-            self._run(lambda c: c.execute(QUERIES["queue_upsert"], {"name": name, **values}))
+        settings = queue or QueueSettings()
+        self._run(lambda c: queues_declare(c, {name: settings}))
 
     def apply_settings(self) -> None:
         """Declare every queue of the client's settings in one transaction."""
-
-        def apply(conn: psycopg.Connection) -> None:
-            with conn.transaction(), operation("queue_upsert"):
-                for name, queue in self.settings.queues.items():
-                    conn.execute(QUERIES["queue_upsert"], {"name": name, **queue.model_dump()})
-
-        self._run(apply)
+        self._run(lambda c: queues_declare(c, self.settings.queues))
 
     # -- enqueue -----------------------------------------------------------
 
@@ -204,6 +212,29 @@ class Client:
         code: str | None = None,
     ) -> lease_ops.FailOutcome:
         """Like :meth:`fail`, returning what happened to the job."""
+        failure = self._failure(lease, error, kind=kind, code=code)
+        return self._run(
+            lambda c: lease_ops.lease_fail(
+                c, lease, kind=failure.kind, code=failure.code, error=failure.error
+            )
+        )
+
+    def fail_many(
+        self, failures: Iterable[tuple[Lease, BaseException | str]]
+    ) -> dict[int, lease_ops.FailOutcome]:
+        """Record failed attempts of one owner in one statement (kinds and codes as
+        :meth:`fail` derives them); returns what happened to each job id."""
+        items = [self._failure(lease, error) for lease, error in failures]
+        return self._run(lambda c: lease_ops.leases_fail(c, items))
+
+    def _failure(
+        self,
+        lease: Lease,
+        error: BaseException | str,
+        *,
+        kind: FailureKind | str | None = None,
+        code: str | None = None,
+    ) -> lease_ops.Failure:
         if isinstance(error, BaseException):
             resolved = FailureKind(kind) if kind is not None else retry.classify(error)
             code = code or retry.error_code(error)
@@ -215,11 +246,7 @@ class Client:
             if isinstance(error, BaseException)
             else error[: self.settings.max_error_chars]
         )
-        return self._run(
-            lambda c: lease_ops.lease_fail(
-                c, lease, kind=resolved, code=code[: retry.MAX_CODE_CHARS], error=text
-            )
-        )
+        return lease_ops.Failure(lease, resolved, code[: retry.MAX_CODE_CHARS], text)
 
     def release(self, lease: Lease) -> bool:
         """Give the job back unfinished, claimable at once; ``False`` when the lease was lost."""

@@ -131,11 +131,6 @@ def test_a_policy_stack_switch_reaches_a_running_worker(
     assert last_b >= switched - timedelta(seconds=5), "b was still claimed until the switch"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a backlog enqueued while the queue was not weighted has no tenant_shares rows, so the "
-    "weighted claim sees no active tenant and the queue stops being claimed after the switch",
-)
 def test_switching_to_weighted_reaches_a_running_worker_and_its_backlog(
     client: Client, db: psycopg.Connection, workers: Workers
 ) -> None:
