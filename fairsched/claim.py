@@ -28,6 +28,7 @@ from psycopg.rows import class_row
 from fairsched.db import operation
 from fairsched.lease import Lease, tenants_deactivate_dry
 from fairsched.policy import OrderTerm, Policy, queue_stack, resolve
+from fairsched.sql import QUERIES
 
 MAX_BATCH = 1000
 """Upper bound of one claim's batch."""
@@ -162,6 +163,28 @@ def _order_term(term: OrderTerm) -> sql.Composable:
     return sql.SQL("{} DESC").format(column) if term.descending else column
 
 
+def tenant_first(names: Sequence[str]) -> bool:
+    """Whether a stack's claim takes the tenant-first shape (a policy orders tenants)."""
+    return any(p.orders_tenants for p in resolve(tuple(names)))
+
+
+def claim_execute(cur: psycopg.Cursor[Lease], names: Sequence[str], params: dict[str, object]) -> list[Lease]:
+    """Run a stack's claim statement on ``cur``.
+
+    The tenant-first statement runs on its generic plan: it takes ~5 ms to plan
+    against ~1-2 ms to run, and the plan cache keeps choosing a custom plan for
+    it. Its generic plan is the same index-ordered plan (``tests/test_claim_plans.py``
+    checks that plan). The job-first statement plans in ~0.2 ms and its generic
+    plan is worse (it does not know the limit), so it keeps the default.
+    """
+    statement = compose_claim(tuple(names))
+    if not tenant_first(names):
+        return cur.execute(statement, params).fetchall()
+    with cur.connection.transaction():
+        cur.execute(QUERIES["claim_plan_generic"])
+        return cur.execute(statement, params).fetchall()
+
+
 def claim_params(queue: str, *, owner: str, limit: int, lease_seconds: float | None) -> dict[str, object]:
     """The parameters every claim shape takes."""
     return {"queue": queue, "owner": owner, "limit": limit, "lease_seconds": lease_seconds}
@@ -181,12 +204,11 @@ def jobs_claim(
     claimable out of the selection (so they are not walked again).
     """
     stack = queue_stack(conn, queue)
-    statement = compose_claim(stack.names)
     leases: list[Lease] = []
     for _ in range(DRY_RETRIES + 1):
         params = claim_params(queue, owner=owner, limit=limit - len(leases), lease_seconds=lease_seconds)
         with operation("jobs_claim"), conn.cursor(row_factory=class_row(Lease)) as cur:
-            leases += cur.execute(statement, params).fetchall()
+            leases += claim_execute(cur, stack.names, params)
         if not stack.weighted or len(leases) >= limit:
             break
         if not tenants_deactivate_dry(conn, queue, limit=limit):

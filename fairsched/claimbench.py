@@ -15,8 +15,10 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import class_row
 
-from fairsched.claim import claim_params, compose_claim
+from fairsched.claim import claim_execute, claim_params, compose_claim, tenant_first
+from fairsched.lease import Lease
 from fairsched.policy import forget_stacks
 from fairsched.sql import QUERIES
 
@@ -85,6 +87,8 @@ def claim_explain(conn: psycopg.Connection, names: Sequence[str], queue: str, *,
     statement = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}").format(compose_claim(tuple(names)))
     params = claim_params(queue, owner="explain", limit=limit, lease_seconds=None)
     with conn.transaction(force_rollback=True):
+        if tenant_first(names):
+            conn.execute(QUERIES["claim_plan_generic"])
         row = conn.execute(statement, params).fetchone()
     assert row is not None
     plan = row[0][0]["Plan"]
@@ -110,11 +114,11 @@ def claims_per_second(
     """Claim rate of one stack on ``queue``: ``claims`` committed claims of ``limit`` jobs
     (the claimed jobs stay running). Run stacks one after the other on one backlog."""
     queue_policies_set(conn, queue, names)
-    statement = compose_claim(tuple(names))
     params = claim_params(queue, owner="bench", limit=limit, lease_seconds=None)
     start = time.perf_counter()
     for _ in range(claims):
-        rows = conn.execute(statement, params).fetchall()
+        with conn.cursor(row_factory=class_row(Lease)) as cur:
+            rows = claim_execute(cur, names, params)
         if not rows:
             break
     return claims / (time.perf_counter() - start)

@@ -68,6 +68,7 @@ def lease_renew(conn: psycopg.Connection, lease: Lease, progress: Any) -> dateti
 
     The lease is extended only when ``progress`` differs from the last reported
     value, and never past the queue's ``max_runtime`` from the attempt's start.
+    ``None`` means no progress was reported: it never renews.
     """
     with operation("lease_renew"):
         row = conn.execute(
@@ -76,7 +77,7 @@ def lease_renew(conn: psycopg.Connection, lease: Lease, progress: Any) -> dateti
                 "id": lease.id,
                 "owner": lease.owner,
                 "token": lease.token,
-                "progress": Jsonb(progress),
+                "progress": None if progress is None else Jsonb(progress),
                 "lease_seconds": lease.lease_seconds,
             },
         ).fetchone()
@@ -117,31 +118,58 @@ def leases_complete(conn: psycopg.Connection, leases: Sequence[Lease]) -> set[in
     return done
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt to record: the lease, how to retry, and the bounded error."""
+
+    lease: Lease
+    kind: FailureKind
+    code: str
+    error: str
+
+
 def lease_fail(
     conn: psycopg.Connection, lease: Lease, *, kind: FailureKind, code: str, error: str
 ) -> FailOutcome:
     """Record a failed attempt: dead (permanent or exhausted) or pending after backoff."""
-    needed = settle_needed(conn, {lease.queue})
+    return leases_fail(conn, [Failure(lease, kind, code, error)])[lease.id]
+
+
+def leases_fail(conn: psycopg.Connection, failures: Sequence[Failure]) -> dict[int, FailOutcome]:
+    """Record failed attempts of one owner in one statement; the outcome of each job id."""
+    if not failures:
+        return {}
+    owners = {f.lease.owner for f in failures}
+    if len(owners) != 1:
+        raise ValueError("leases_fail takes leases of a single owner")
+    needed = settle_needed(conn, {f.lease.queue for f in failures})
     with settling(conn, needed):
-        with operation("lease_fail"):
-            row = conn.execute(
-                QUERIES["lease_fail"],
+        with operation("leases_fail"):
+            rows = conn.execute(
+                QUERIES["leases_fail"],
                 {
-                    "id": lease.id,
-                    "owner": lease.owner,
-                    "token": lease.token,
-                    "kind": kind.value,
-                    "code": code,
-                    "error": error,
+                    "ids": [f.lease.id for f in failures],
+                    "tokens": [f.lease.token for f in failures],
+                    "kinds": [f.kind.value for f in failures],
+                    "codes": [f.code for f in failures],
+                    "errors": [f.error for f in failures],
+                    "owner": owners.pop(),
                 },
-            ).fetchone()
-        if row is not None and needed:
-            jobs_settle(conn, [lease.id])
-    if row is None:
-        metrics.STALE_COMPLETIONS.labels(lease.queue, "fail").inc()
-        return FailOutcome(held=False)
-    status, available_at = row
-    return FailOutcome(held=True, status=status, retry_at=available_at if status == "pending" else None)
+            ).fetchall()
+        if rows and needed:
+            jobs_settle(conn, sorted(row[0] for row in rows))
+    moved = {job_id: (status, available_at) for job_id, status, available_at in rows}
+    outcomes: dict[int, FailOutcome] = {}
+    for failure in failures:
+        job_id = failure.lease.id
+        if job_id not in moved:
+            metrics.STALE_COMPLETIONS.labels(failure.lease.queue, "fail").inc()
+            outcomes[job_id] = FailOutcome(held=False)
+            continue
+        status, available_at = moved[job_id]
+        retry_at = available_at if status == "pending" else None
+        outcomes[job_id] = FailOutcome(held=True, status=status, retry_at=retry_at)
+    return outcomes
 
 
 def lease_release(conn: psycopg.Connection, lease: Lease) -> bool:

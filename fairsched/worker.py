@@ -4,8 +4,8 @@ One process holds one connection pool. Per queue a claimer thread leases a
 bounded batch (at most its free slots) and hands each lease to a slot: a
 thread for sync handlers, a task on one shared event loop for async ones. No
 transaction is open while a handler runs. Finished attempts go to one
-finisher thread that completes successes in batches (one statement each) and
-records failures; a completion whose lease no longer held is never reported
+finisher thread that records successes and failures in batches (one statement
+each); a completion whose lease no longer held is never reported
 as done. One heartbeat thread renews the leases of jobs whose progress
 advanced. Wake-ups come from ``LISTEN`` and from a periodic poll; a recovery
 sweeper moves expired leases on.
@@ -212,7 +212,8 @@ def retry_transient(fn: Callable[[], T], *, what: str, give_up: threading.Event)
 
 
 class Finisher:
-    """Records finished attempts: successes completed in batches, failures one by one."""
+    """Records finished attempts in batches: one statement for the successes of a round,
+    one for its failures."""
 
     def __init__(self, client: Client, on_crash: Crash) -> None:
         self._client = client
@@ -252,9 +253,7 @@ class Finisher:
                 else:
                     batch.append(item)
             self._complete([o for o in batch if o.error is None])
-            for outcome in batch:
-                if outcome.error is not None:
-                    self._fail(outcome, outcome.error)
+            self._fail([o for o in batch if o.error is not None])
 
     def _complete(self, outcomes: list[Outcome]) -> None:
         if not outcomes:
@@ -276,25 +275,28 @@ class Finisher:
                     outcome.job.attempt,
                 )
 
-    def _fail(self, outcome: Outcome, error: BaseException) -> None:
-        job = outcome.job
-        result = retry_transient(
-            lambda: self._client.fail_attempt(job.lease, error),
-            what=f"recording failure of job {job.id}",
-            give_up=self._give_up,
-        )
-        code = retry.error_code(error)
-        if result is None or not result.held:
-            metrics.RUN_SECONDS.labels(job.queue, "lost").observe(outcome.run_seconds)
-            log.warning("job %d attempt %d failed (%s) after its lease was lost", job.id, job.attempt, code)
+    def _fail(self, outcomes: list[Outcome]) -> None:
+        if not outcomes:
             return
-        metrics.RUN_SECONDS.labels(job.queue, "failed").observe(outcome.run_seconds)
-        metrics.FAILURES.labels(job.queue, code).inc()
-        if result.status == "dead":
-            metrics.DEAD.labels(job.queue).inc()
-        else:
-            metrics.RETRIES.labels(job.queue).inc()
-        log.info("job %d attempt %d failed (%s): now %s", job.id, job.attempt, code, result.status)
+        failures = [(o.job.lease, o.error or "") for o in outcomes]
+        results = retry_transient(
+            lambda: self._client.fail_many(failures), what="recording failures", give_up=self._give_up
+        )
+        for outcome in outcomes:
+            job, error = outcome.job, outcome.error
+            code = retry.error_code(error) if error is not None else "error"
+            result = results.get(job.id) if results is not None else None
+            if result is None or not result.held:
+                metrics.RUN_SECONDS.labels(job.queue, "lost").observe(outcome.run_seconds)
+                log.warning("job %d attempt %d failed (%s); lease lost first", job.id, job.attempt, code)
+                continue
+            metrics.RUN_SECONDS.labels(job.queue, "failed").observe(outcome.run_seconds)
+            metrics.FAILURES.labels(job.queue, code).inc()
+            if result.status == "dead":
+                metrics.DEAD.labels(job.queue).inc()
+            else:
+                metrics.RETRIES.labels(job.queue).inc()
+            log.info("job %d attempt %d failed (%s): now %s", job.id, job.attempt, code, result.status)
 
 
 class Heartbeater:

@@ -89,6 +89,39 @@ def test_heartbeat_renews_only_on_progress(client: Client, db: psycopg.Connectio
     assert third is not None and second is not None and third[0] > second[0]
 
 
+def test_failures_recorded_in_one_statement_each_by_its_own_fence(
+    client: Client, db: psycopg.Connection
+) -> None:
+    client.enqueue_many("q", [JobSpec({}, tenant="t") for _ in range(3)])
+    first, second, third = client.claim("q", owner="w", limit=3)
+    expire(db, third.id)
+    outcomes = client.fail_many([(first, PermanentError("bad")), (second, "flaky"), (third, "late")])
+    assert outcomes[first.id].held and outcomes[first.id].status == "dead"
+    assert outcomes[second.id].held and outcomes[second.id].status == "pending"
+    assert not outcomes[third.id].held
+    rows = db.execute("SELECT job_id, outcome, error_code FROM fairsched.attempts ORDER BY job_id").fetchall()
+    assert rows == [(first.id, "dead", "fairsched.errors.PermanentError"), (second.id, "retrying", "error")]
+    stale = db.execute(
+        "SELECT job_id FROM fairsched.job_events WHERE kind = 'stale_completion_rejected'"
+    ).fetchall()
+    assert stale == [(third.id,)]
+
+
+def test_heartbeat_without_progress_never_renews(client: Client, db: psycopg.Connection) -> None:
+    client.enqueue("q", {}, tenant="t")
+    [lease] = client.claim("q", owner="w", lease_seconds=5)
+    expiry = "SELECT lease_expires_at, progress FROM fairsched.jobs WHERE id = %s"
+    claimed = db.execute(expiry, (lease.id,)).fetchone()
+    assert client.heartbeat(lease)  # the first heartbeat, no progress reported: held, not renewed
+    assert client.heartbeat(lease, progress=None)
+    assert db.execute(expiry, (lease.id,)).fetchone() == claimed
+    assert client.heartbeat(lease, progress=1)
+    renewed = db.execute(expiry, (lease.id,)).fetchone()
+    assert renewed is not None and claimed is not None and renewed[0] > claimed[0]
+    assert client.heartbeat(lease)  # no progress after some: the last value stays, no renewal
+    assert db.execute(expiry, (lease.id,)).fetchone() == renewed
+
+
 def test_heartbeat_never_past_max_runtime(fresh_db: str, db: psycopg.Connection) -> None:
     with Client(fresh_db) as client:
         client.declare_queue("short", QueueSettings(lease_seconds=60, max_runtime_seconds=2))

@@ -180,6 +180,17 @@ def test_permanent_error_is_dead_at_once(client: Client, db: psycopg.Connection,
     assert attempt_outcomes(db, job_id) == ["dead"]
 
 
+def test_fast_failing_handlers_have_every_failure_recorded_in_time(
+    client: Client, db: psycopg.Connection, workers: Workers
+) -> None:
+    declare(client, lease=2, max_attempts=3)
+    client.enqueue_many("probe", [JobSpec({"fail": "retryable"}, tenant="t") for _ in range(1000)])
+    workers.start({"probe": 16})
+    wait_for(lambda: statuses(db).get("dead") == 1000, "every job dead", timeout=120)
+    outcomes = dict(db.execute("SELECT outcome, count(*) FROM fairsched.attempts GROUP BY 1").fetchall())
+    assert outcomes == {"retrying": 2000, "dead": 1000}, "failures recorded as failures, none expired"
+
+
 def test_progress_keeps_a_job_running_past_its_lease(
     client: Client, db: psycopg.Connection, workers: Workers
 ) -> None:

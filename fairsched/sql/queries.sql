@@ -101,16 +101,21 @@ SELECT t.ord, j.id
     ON j.queue_name = %(queue)s AND j.tenant = t.tenant
    AND j.idempotency_key = t.idempotency_key
 
+-- name: claim_plan_generic
+-- The tenant-first claim runs on its generic plan (planning it costs more than running it).
+SET LOCAL plan_cache_mode = force_generic_plan
+
 -- name: lease_renew
 -- Heartbeat: extend a held lease when progress advanced, never past max_runtime.
+-- No progress (SQL NULL) never renews and keeps the last reported value.
 UPDATE fairsched.jobs AS j
    SET lease_expires_at = CASE
-           WHEN j.progress IS DISTINCT FROM %(progress)s::jsonb
+           WHEN %(progress)s::jsonb IS NOT NULL AND j.progress IS DISTINCT FROM %(progress)s::jsonb
            THEN least(now() + make_interval(secs => %(lease_seconds)s::float8),
                       j.started_at + make_interval(secs => q.max_runtime_seconds))
            ELSE j.lease_expires_at
        END,
-       progress = %(progress)s::jsonb
+       progress = coalesce(%(progress)s::jsonb, j.progress)
   FROM fairsched.queues AS q
  WHERE q.name = j.queue_name
    AND j.id = %(id)s
@@ -147,25 +152,30 @@ WITH input AS (
 )
 SELECT id FROM done
 
--- name: lease_fail
--- Record a failed attempt: dead when permanent or out of attempts, else pending
--- again after exponential backoff with full jitter, capped per queue.
-WITH target AS (
-    SELECT j.id,
-           (%(kind)s = 'permanent'
-            OR j.attempt_count >= CASE WHEN %(kind)s = 'unknown'
+-- name: leases_fail
+-- Record failed attempts of one owner in one statement (arrays of id, token, kind,
+-- code, error), as lease_fail does for one; returns the ids that held, with where
+-- each job went.
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(kinds)s::text[],
+                         %(codes)s::text[], %(errors)s::text[]) AS t(id, token, kind, code, error)
+), target AS (
+    SELECT j.id, i.code, i.error,
+           (i.kind = 'permanent'
+            OR j.attempt_count >= CASE WHEN i.kind = 'unknown'
                                        THEN least(j.max_attempts, q.unknown_max_attempts)
                                        ELSE j.max_attempts END) AS exhausted,
            random() * least(q.backoff_max_seconds,
                             q.backoff_base_seconds * power(2, least(j.attempt_count - 1, 60)))
                AS delay
-      FROM fairsched.jobs AS j
+      FROM input i
+      JOIN fairsched.jobs AS j ON j.id = i.id
       JOIN fairsched.queues AS q ON q.name = j.queue_name
-     WHERE j.id = %(id)s
-       AND j.status = 'running'
+     WHERE j.status = 'running'
        AND j.lease_owner = %(owner)s
-       AND j.lease_token = %(token)s
+       AND j.lease_token = i.token
        AND j.lease_expires_at > now()
+     ORDER BY j.id
        FOR UPDATE OF j
 ), moved AS (
     UPDATE fairsched.jobs AS j
@@ -174,25 +184,26 @@ WITH target AS (
                                ELSE now() + make_interval(secs => t.delay) END,
            finished_at = CASE WHEN t.exhausted THEN now() END,
            lease_expires_at = NULL,
-           last_error_code = %(code)s,
-           last_error = %(error)s
+           last_error_code = t.code,
+           last_error = t.error
       FROM target t
      WHERE j.id = t.id
     RETURNING j.id, j.status, j.attempt_count, j.lease_token, j.lease_owner, j.started_at,
-              j.available_at
+              j.available_at, t.code, t.error
 ), audit AS (
     INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at,
                                     outcome, error_code, error)
     SELECT id, attempt_count, lease_token, lease_owner, started_at,
-           CASE status WHEN 'dead' THEN 'dead' ELSE 'retrying' END, %(code)s, %(error)s
+           CASE status WHEN 'dead' THEN 'dead' ELSE 'retrying' END, code, error
       FROM moved
 ), stale AS (
     INSERT INTO fairsched.job_events (job_id, kind, detail)
-    SELECT %(id)s, 'stale_completion_rejected',
-           jsonb_build_object('op', 'fail', 'token', %(token)s::bigint, 'owner', %(owner)s)
-     WHERE NOT EXISTS (SELECT 1 FROM moved)
+    SELECT i.id, 'stale_completion_rejected',
+           jsonb_build_object('op', 'fail', 'token', i.token, 'owner', %(owner)s::text)
+      FROM input i
+     WHERE NOT EXISTS (SELECT 1 FROM moved m WHERE m.id = i.id)
 )
-SELECT status, available_at FROM moved
+SELECT id, status, available_at FROM moved
 
 -- name: lease_release
 -- Give a held lease back unfinished (shutdown): pending now, the attempt not counted.
