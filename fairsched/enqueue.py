@@ -66,15 +66,23 @@ def _check_int(kind: str, value: Any, low: int, high: int) -> None:
         raise InvalidInput(f"{kind} must be an integer in [{low}, {high}], got {value!r}")
 
 
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+"""``\\u0000`` as JSON writes a NUL: after an even number of backslashes (an odd
+number means the backslash itself was escaped and the text is literal)."""
+
+
 def encode_payload(payload: Any, max_bytes: int) -> str:
     """The payload as JSON text, refused when not JSON or larger than ``max_bytes``."""
     try:
         text = json.dumps(payload, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError) as e:
+        encoded = text.encode("utf-8")
+    except (TypeError, ValueError) as e:  # UnicodeEncodeError (lone surrogates) is a ValueError
         raise InvalidInput(f"payload is not JSON-serialisable: {e}") from None
-    if "\\u0000" in text:
+    except RecursionError:
+        raise InvalidInput("payload is nested too deeply to encode") from None
+    if _ESCAPED_NUL.search(text):
         raise InvalidInput("payload contains a NUL character, which PostgreSQL jsonb cannot store")
-    size = len(text.encode("utf-8"))
+    size = len(encoded)
     if size > max_bytes:
         raise PayloadTooLarge(f"payload is {size} bytes; the limit is {max_bytes} bytes")
     return text

@@ -24,6 +24,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -112,10 +113,18 @@ class Settings(BaseSettings):
     grace_period_seconds: float = Field(30.0, ge=0)
     pool_max_size: int | None = Field(None, gt=0, description="default: slots + 4")
     prepare_threshold: int | None = Field(
-        5, description="psycopg prepared statements; unset (null) for PgBouncer transaction mode"
+        5, description='psycopg prepared statements; "off" for PgBouncer transaction mode'
     )
     queues: dict[QueueName, QueueSettings] = Field(default_factory=dict)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
+
+    @field_validator("prepare_threshold", mode="before")
+    @classmethod
+    def _threshold_off(cls, value: Any) -> Any:
+        """``off``/``none``/``null`` (TOML and variables have no null) switch preparing off."""
+        if isinstance(value, str) and value.strip().lower() in ("off", "none", "null", ""):
+            return None
+        return value
 
     @classmethod
     def settings_customise_sources(
@@ -137,12 +146,13 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
     """
     raw = config if config is not None else os.environ.get("FAIRSCHED_CONFIG")
     path = Path(raw) if raw else None
-    where = str(path) if path else "environment"
+    where = str(path) if path else "FAIRSCHED_* variables"
     if path is not None:
         if not path.is_file():
             raise ConfigError(f"{path}: config file not found")
         try:
-            tomllib.loads(path.read_text("utf-8"))
+            # Bytes, not read_text: newline translation would hide a bare carriage return.
+            tomllib.loads(path.read_bytes().decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path}: not valid TOML: {e}") from None
 
@@ -153,6 +163,8 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
         return FileSettings(**overrides)
     except ValidationError as e:
         raise ConfigError(f"{where}: {describe_validation_error(e)}") from None
+    except SettingsError as e:  # a FAIRSCHED_* value that is not the JSON its field needs
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def describe_validation_error(error: ValidationError) -> str:

@@ -150,12 +150,10 @@ def test_hostile_json_payload_round_trips(client: Client, payload: Any) -> None:
     assert client.complete(lease)
 
 
-@pytest.mark.xfail(strict=True, reason="enqueue.encode_payload lets UnicodeEncodeError escape")
 def test_payload_with_lone_surrogate_is_refused(client: Client, db: psycopg.Connection) -> None:
     rejects(db, InvalidInput, lambda: client.enqueue("q", {"s": "\ud800"}, tenant="t"), "payload")
 
 
-@pytest.mark.xfail(strict=True, reason="enqueue.encode_payload lets RecursionError escape")
 def test_deeply_nested_payload_is_refused(client: Client, db: psycopg.Connection) -> None:
     payload: list[Any] = []
     for _ in range(5000):
@@ -163,7 +161,6 @@ def test_deeply_nested_payload_is_refused(client: Client, db: psycopg.Connection
     rejects(db, InvalidInput, lambda: client.enqueue("q", payload, tenant="t"), "payload")
 
 
-@pytest.mark.xfail(strict=True, reason="encode_payload's NUL check matches an escaped backslash + 'u0000'")
 def test_payload_with_backslash_u0000_text_is_accepted(client: Client) -> None:
     payload = {"path": "C:\\u0000dir"}
     job_id = client.enqueue("q", payload, tenant="t")
@@ -360,9 +357,6 @@ def test_broken_config_names_the_file_and_key(tmp_path: Path, text: str, mention
     assert str(path) in str(caught.value) and mentions in str(caught.value)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="load_settings checks TOML after newline translation; the TOML source reads bytes"
-)
 def test_bare_carriage_return_in_config_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "fairsched.toml"
     path.write_bytes(b"max_payload_bytes = 1\r")
@@ -370,7 +364,6 @@ def test_bare_carriage_return_in_config_is_a_config_error(tmp_path: Path) -> Non
         load_settings(path)
 
 
-@pytest.mark.xfail(strict=True, reason="load_settings lets pydantic_settings.SettingsError escape")
 def test_environment_value_that_is_not_json_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FAIRSCHED_CONFIG", raising=False)
     monkeypatch.setenv("FAIRSCHED_QUEUES", "{not json")
