@@ -17,8 +17,9 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
 
-from fairsched.claim import claim_execute, claim_params, compose_claim, tenant_first
-from fairsched.lease import Lease
+from fairsched.claim import claim_execute, claim_params, compose_claim, jobs_claim, tenant_first
+from fairsched.enqueue import JobSpec, jobs_enqueue
+from fairsched.lease import Lease, leases_complete
 from fairsched.policy import forget_stacks
 from fairsched.sql import QUERIES
 
@@ -128,3 +129,67 @@ def queue_policies_set(conn: psycopg.Connection, queue: str, names: Sequence[str
     """Switch a queue's stack in the database (and in this process at once)."""
     conn.execute(QUERIES["queue_policies_set"], {"queue": queue, "policies": list(names)})
     forget_stacks()
+
+
+@dataclass(frozen=True)
+class ChurnFigure:
+    """Shared buffers per claim on a fresh backlog and after churn, with what ran between."""
+
+    names: tuple[str, ...]
+    backlog: int
+    churned: int
+    fresh_buffers: int
+    churned_buffers: int
+    autovacuums: int
+    seconds: float
+    plan: ClaimPlan
+
+    @property
+    def ratio(self) -> float:
+        return self.churned_buffers / max(1, self.fresh_buffers)
+
+
+def claim_buffers_under_churn(
+    conn: psycopg.Connection,
+    names: Sequence[str],
+    queue: str,
+    *,
+    backlog: int,
+    churn: int | None = None,
+    batch: int = 500,
+    limit: int = 1,
+    tenants: int = 1000,
+) -> ChurnFigure:
+    """Claim cost on a fresh backlog of ``backlog`` jobs, then again after ``churn`` jobs
+    (default: as many as the backlog holds) were claimed and completed through the
+    engine's own statements, ``batch`` at a time, with as many enqueued to keep the
+    backlog's size. No VACUUM runs after the fresh figure: only autovacuum, with the
+    table settings as shipped. ``conn`` must be in autocommit mode on a database
+    with ``queue`` declared and empty."""
+    queue_policies_set(conn, queue, names)
+    backlog_build(conn, queue, jobs=backlog, tenants=tenants)
+    fresh = claim_buffers(conn, names, queue, limit=limit)
+    vacuums_before = _autovacuums(conn)
+    target = backlog if churn is None else churn
+    done = 0
+    start = time.perf_counter()
+    while done < target:
+        size = min(batch, target - done)
+        leases = jobs_claim(conn, queue, owner="churn", limit=size)
+        if not leases:
+            break
+        leases_complete(conn, leases)
+        refill = [JobSpec({}, f"t{n % tenants}", priority=n % 3) for n in range(done, done + len(leases))]
+        jobs_enqueue(conn, queue, refill, max_payload_bytes=1024)
+        done += len(leases)
+    seconds = time.perf_counter() - start
+    churned = claim_buffers(conn, names, queue, limit=limit)
+    plan = claim_explain(conn, names, queue, limit=limit)
+    return ChurnFigure(
+        tuple(names), backlog, done, fresh, churned, _autovacuums(conn) - vacuums_before, seconds, plan
+    )
+
+
+def _autovacuums(conn: psycopg.Connection) -> int:
+    row = conn.execute(QUERIES["claimbench_autovacuums"]).fetchone()
+    return int(row[0]) if row else 0

@@ -42,3 +42,8 @@ ON CONFLICT DO NOTHING
 -- Switch a queue's policy stack.
 UPDATE fairsched.queues SET policies = %(policies)s::text[], updated_at = now()
  WHERE name = %(queue)s
+
+-- name: claimbench_autovacuums
+-- How many times autovacuum has vacuumed the job table (statistics may lag by a moment).
+SELECT coalesce(autovacuum_count, 0) FROM pg_stat_user_tables
+ WHERE schemaname = 'fairsched' AND relname = 'jobs'

@@ -1,0 +1,29 @@
+"""The claim under churn: after as many jobs were claimed and completed as the backlog
+holds (refilled as it drains, no VACUUM), every stack's claim is still an index-ordered
+scan that stops at its limit: the named index, no Sort over jobs, no Seq Scan on jobs."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from fairsched import Client, QueueSettings
+from fairsched.claimbench import STACKS, claim_buffers_under_churn
+from tests.test_claim_plans import expected_indexes
+
+
+@pytest.mark.parametrize("names", [("fifo",), ("weighted", "aging", "serial")], ids="+".join)
+def test_claim_plan_stays_index_ordered_under_churn(fresh_db: str, names: tuple[str, ...]) -> None:
+    assert names in STACKS
+    with Client(fresh_db) as client:
+        client.declare_queue("big", QueueSettings(notify=False))
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        figure = claim_buffers_under_churn(conn, names, "big", backlog=5000, batch=250, limit=10, tenants=50)
+        left = conn.execute("SELECT count(*) FROM fairsched.jobs WHERE status <> 'succeeded'").fetchone()
+    assert figure.churned == 5000
+    assert left is not None and left[0] == 5000, "the backlog was refilled as it drained"
+    plan = figure.plan
+    assert plan.rows == 10
+    assert expected_indexes(names) <= plan.index_names(), plan.index_names()
+    assert not plan.sorts_over_jobs()
+    assert not [n for n in plan.nodes() if n["Node Type"] == "Seq Scan" and n["Relation Name"] == "jobs"]
