@@ -4,8 +4,9 @@ Each tenant of a queue has a virtual time ``pass``; a claim takes the tenants
 with the lowest pass first and advances each by ``cost / weight`` per job
 (cost 1, or the tenant's measured run time with ``charge = "runtime"``). A
 tenant that becomes active again starts at the queue's lowest active pass (or,
-when no tenant is active, the highest pass reached), so idling banks no credit. Weights are read at claim time: a change applies to
-the next claim and to the whole queued backlog.
+when no tenant is active, the highest pass reached), so idling banks no credit.
+Weights are read at claim time: a change applies to the next claim and to the
+whole queued backlog.
 """
 
 from __future__ import annotations
