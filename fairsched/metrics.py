@@ -51,7 +51,9 @@ DB_OPERATION_SECONDS = Histogram(
 CLAIMS = Counter("fairsched_claims_total", "Jobs claimed.", ["queue"])
 COMPLETIONS = Counter("fairsched_completions_total", "Jobs completed successfully.", ["queue"])
 FAILURES = Counter("fairsched_failures_total", "Failed attempts by error code.", ["queue", "error_code"])
-RETRIES = Counter("fairsched_retries_total", "Failed attempts scheduled for retry.", ["queue"])
+RETRIES = Counter(
+    "fairsched_retries_total", "Failed attempts scheduled for retry, by error code.", ["queue", "error_code"]
+)
 DEAD = Counter("fairsched_dead_total", "Jobs moved to dead by a failure.", ["queue"])
 LEASE_EXPIRATIONS = Counter(
     "fairsched_lease_expirations_total", "Expired leases moved on by recovery.", ["queue"]

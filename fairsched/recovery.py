@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 import psycopg
 
@@ -17,6 +18,7 @@ class RecoveryResult:
 
     retried: int
     dead: int
+    expired_by_queue: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -27,12 +29,14 @@ def recovery_sweep(conn: psycopg.Connection, *, batch: int = 500, max_batches: i
     """Sweep expired leases, ``batch`` rows per statement, until none are left or
     ``max_batches`` ran. Safe to run from many processes at once (``SKIP LOCKED``)."""
     retried = dead = 0
+    by_queue: Counter[str] = Counter()
     for _ in range(max_batches):
         with conn.transaction():
             with operation("recovery_sweep"):
                 rows = conn.execute(QUERIES["recovery_sweep"], {"batch": batch}).fetchall()
             jobs_settle(conn, [row[0] for row in rows if settle_needed(conn, {row[1]})])
-        for _id, _queue, status in rows:
+        for _id, queue, status in rows:
+            by_queue[queue] += 1
             if status == "dead":
                 dead += 1
             else:
@@ -40,7 +44,7 @@ def recovery_sweep(conn: psycopg.Connection, *, batch: int = 500, max_batches: i
         if len(rows) < batch:
             break
     tenants_wake(conn, batch=batch)
-    return RecoveryResult(retried=retried, dead=dead)
+    return RecoveryResult(retried=retried, dead=dead, expired_by_queue=dict(by_queue))
 
 
 def tenants_wake(conn: psycopg.Connection, *, batch: int = 500) -> int:

@@ -21,9 +21,6 @@ from fairsched.errors import FairschedError
 
 log = logging.getLogger(__name__)
 
-ALL_QUEUES = "_all"
-"""Label of lease expirations: a sweep reports totals, not per-queue counts."""
-
 
 class Sweeper:
     """Runs :meth:`Client.recover` periodically in a background thread; calls
@@ -64,7 +61,8 @@ class Sweeper:
             )
             return
         if result.total:
-            metrics.LEASE_EXPIRATIONS.labels(ALL_QUEUES).inc(result.total)
+            for queue, count in result.expired_by_queue.items():
+                metrics.LEASE_EXPIRATIONS.labels(queue).inc(count)
             log.info("recovered expired leases: %d retried, %d dead", result.retried, result.dead)
         if result.retried:
             self._on_recovered()

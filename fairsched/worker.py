@@ -295,7 +295,7 @@ class Finisher:
             if result.status == "dead":
                 metrics.DEAD.labels(job.queue).inc()
             else:
-                metrics.RETRIES.labels(job.queue).inc()
+                metrics.RETRIES.labels(job.queue, code).inc()
             log.info("job %d attempt %d failed (%s): now %s", job.id, job.attempt, code, result.status)
 
 
@@ -358,7 +358,7 @@ class QueueRunner:
     def start(self) -> None:
         metrics.SLOTS.labels(self.name).set(self.slots)
         metrics.SLOTS_BUSY.labels(self.name).set(0)
-        for counter in (metrics.CLAIMS, metrics.COMPLETIONS, metrics.RETRIES, metrics.DEAD):
+        for counter in (metrics.CLAIMS, metrics.COMPLETIONS, metrics.DEAD, metrics.LEASE_EXPIRATIONS):
             counter.labels(self.name)  # explicit zeros: the series exist before the first job
         if not self._async:
             for i in range(self.slots):
