@@ -20,6 +20,7 @@ from psycopg import sql
 from worker_support import Workers, running_workers, wait_for
 
 from fairsched import Client, JobSpec, QueueSettings, Settings
+from fairsched.policy import STACK_TTL_SECONDS
 
 CLAIMED = sql.SQL("""WITH c AS (
     SELECT j.tenant, a.claimed_at FROM fairsched.attempts a JOIN fairsched.jobs j ON j.id = a.job_id
@@ -141,7 +142,8 @@ def test_switching_to_weighted_reaches_a_running_worker_and_its_backlog(
     workers.start({"probe": 4})
     fifo = first_claims(db, start, 200)
     declare(client, ["weighted"])
-    switched = db_now(db)
+    # A worker may use the fifo stack it cached for up to STACK_TTL_SECONDS after the switch.
+    switched = db_now(db) + timedelta(seconds=STACK_TTL_SECONDS)
     after = first_claims(db, switched, 100, timeout=10)
     print(f"fifo {fifo}; weighted after the switch {after}")
     assert fifo == {"a": 200}, fifo
