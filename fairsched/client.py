@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -13,30 +13,15 @@ from psycopg_pool import ConnectionPool
 from fairsched import claim as claim_mod
 from fairsched import dead, enqueue, policy, recovery, retry
 from fairsched import lease as lease_ops
+from fairsched.configsync import queues_declare
 from fairsched.db import connect, make_pool, operation, translate
 from fairsched.enqueue import JobSpec
 from fairsched.errors import DatabaseError, InvalidInput
 from fairsched.lease import FailureKind, Lease
 from fairsched.migrate import migrate
 from fairsched.settings import QueueSettings, Settings, load_settings
-from fairsched.sql import QUERIES
 
 T = TypeVar("T")
-
-
-def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> None:
-    """Upsert queues in one transaction. A queue whose stack orders tenants gets share
-    rows for the tenants already waiting in it, so a backlog queued under another
-    stack is claimed at once after a switch."""
-    with conn.transaction():
-        for name, queue in queues.items():
-            with operation("queue_upsert"):
-                conn.execute(QUERIES["queue_upsert"], {"name": name, **queue.model_dump()})
-            if any(p.orders_tenants for p in policy.resolve(queue.policies)):
-                with operation("queue_pending_tenants"):
-                    rows = conn.execute(QUERIES["queue_pending_tenants"], {"queue": name}).fetchall()
-                lease_ops.tenants_activate(conn, name, [r[0] for r in rows], [r[1] for r in rows])
-    policy.forget_stacks()
 
 
 class Client:

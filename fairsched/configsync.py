@@ -106,6 +106,21 @@ def queue_settings(conn: psycopg.Connection, name: str) -> QueueSettings:
 # -- apply ---------------------------------------------------------------------
 
 
+def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> None:
+    """Upsert queues in one transaction. A queue whose stack orders tenants gets share
+    rows for the tenants already waiting in it, so a backlog queued under another
+    stack is claimed at once after a switch."""
+    with conn.transaction():
+        for name, queue in queues.items():
+            with operation("queue_upsert"):
+                conn.execute(QUERIES["queue_upsert"], {"name": name, **queue.model_dump()})
+            if orders_tenants(queue):
+                with operation("configsync_pending_tenants"):
+                    rows = conn.execute(QUERIES["configsync_pending_tenants"], {"name": name}).fetchall()
+                tenants_activate(conn, name, [r[0] for r in rows], [r[1] for r in rows])
+    forget_stacks()
+
+
 def apply(conn: psycopg.Connection, settings: Settings) -> None:
     """Write every queue of ``settings`` with its tenants, in one transaction.
 
@@ -117,8 +132,7 @@ def apply(conn: psycopg.Connection, settings: Settings) -> None:
         if orders_tenants(queue):
             inherited += [(name, t, ts) for t, ts in settings.tenants.items() if t not in queue.tenants]
     with conn.transaction(), operation("configsync_apply"):
-        for name, queue in settings.queues.items():
-            conn.execute(QUERIES["queue_upsert"], {"name": name, **queue.model_dump()})
+        queues_declare(conn, settings.queues)
         if inherited:
             conn.execute(
                 QUERIES["configsync_tenant_defaults_apply"],
@@ -316,11 +330,7 @@ def queue_settings_set(
                     f"queue {name} has jobs waiting, pending or running: add or remove the serial "
                     "policy only on a drained queue"
                 )
-        with operation("queue_upsert"):
-            conn.execute(QUERIES["queue_upsert"], {"name": name, **after.model_dump()})
-        if not any(p.orders_tenants for p in old_stack) and any(p.orders_tenants for p in new_stack):
-            rows = conn.execute(QUERIES["configsync_pending_tenants"], {"name": name}).fetchall()
-            tenants_activate(conn, name, [r[0] for r in rows], [r[1] for r in rows])
+        queues_declare(conn, {name: after})
         conn.execute(QUERIES["configsync_queue_notify"], {"name": name})
     forget_stacks()
     return before, after
