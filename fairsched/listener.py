@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 from collections.abc import Callable
 
 import psycopg
@@ -18,6 +17,7 @@ from psycopg.conninfo import make_conninfo
 
 from fairsched.db import connect, operation, redact
 from fairsched.errors import DatabaseError
+from fairsched.service import Service
 from fairsched.sql import QUERIES
 
 log = logging.getLogger(__name__)
@@ -33,24 +33,14 @@ def backoff_delay(attempt: int, *, base: float = 0.1, cap: float = 10.0) -> floa
     return ceiling * random.uniform(0.5, 1.0)
 
 
-class Listener:
+class Listener(Service):
     """Calls ``wake(queue)`` for each notification, and ``wake(None)`` after each connect."""
 
     def __init__(self, dsn: str, wake: Callable[[str | None], None], *, max_backoff: float = 10.0) -> None:
+        super().__init__("fairsched-listener")
         self._dsn = make_conninfo(dsn, application_name=APPLICATION_NAME)
         self._wake = wake
         self._max_backoff = max_backoff
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fairsched-listener", daemon=True)
-
-    def start(self) -> None:
-        """Start listening in a background thread."""
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop listening and wait for the thread."""
-        self._stop.set()
-        self._thread.join(timeout)
 
     def _run(self) -> None:
         failures = 0

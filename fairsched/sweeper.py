@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 from collections.abc import Callable
 
 import psycopg
@@ -18,31 +17,22 @@ from fairsched import metrics
 from fairsched.client import Client
 from fairsched.db import redact
 from fairsched.errors import FairschedError
+from fairsched.service import Service
 
 log = logging.getLogger(__name__)
 
 
-class Sweeper:
+class Sweeper(Service):
     """Runs :meth:`Client.recover` periodically in a background thread; calls
     ``on_recovered()`` after a sweep that put jobs back, so local claimers look at once."""
 
     def __init__(self, client: Client, interval: float, on_recovered: Callable[[], None]) -> None:
         if not interval > 0:
             raise ValueError("recovery interval must be positive")
+        super().__init__("fairsched-sweeper")
         self._client = client
         self._interval = interval
         self._on_recovered = on_recovered
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fairsched-sweeper", daemon=True)
-
-    def start(self) -> None:
-        """Start sweeping in a background thread."""
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop sweeping and wait for a sweep in progress."""
-        self._stop.set()
-        self._thread.join(timeout)
 
     def _run(self) -> None:
         delay = random.uniform(0, self._interval)

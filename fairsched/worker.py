@@ -44,6 +44,7 @@ from fairsched.db import connect, operation, redact
 from fairsched.errors import ConfigError, DatabaseError, FairschedError, InvalidInput, UnknownQueue
 from fairsched.lease import Lease
 from fairsched.listener import Listener, backoff_delay
+from fairsched.service import Crash, Service, service_thread
 from fairsched.settings import Settings
 from fairsched.sql import QUERIES
 from fairsched.sweeper import Sweeper
@@ -178,22 +179,6 @@ class Running:
             return jobs
 
 
-Crash = Callable[[BaseException], None]
-"""Called with the exception that ended a service thread unexpectedly."""
-
-
-def service_thread(name: str, target: Callable[[], None], on_crash: Crash) -> threading.Thread:
-    """A daemon thread running ``target``; an unexpected exception goes to ``on_crash``."""
-
-    def run() -> None:
-        try:
-            target()
-        except BaseException as e:
-            on_crash(e)
-
-    return threading.Thread(target=run, name=name, daemon=True)
-
-
 def retry_transient(fn: Callable[[], T], *, what: str, give_up: threading.Event) -> T | None:
     """``fn()``, retried with backoff on database failures until it works or ``give_up`` is set."""
     failures = 0
@@ -299,21 +284,13 @@ class Finisher:
             log.info("job %d attempt %d failed (%s): now %s", job.id, job.attempt, code, result.status)
 
 
-class Heartbeater:
+class Heartbeater(Service):
     """Renews the leases of running jobs whose reported progress advanced."""
 
     def __init__(self, client: Client, running: Running, on_crash: Crash) -> None:
+        super().__init__("fairsched-heartbeat", on_crash)
         self._client = client
         self._running = running
-        self._stop = threading.Event()
-        self._thread = service_thread("fairsched-heartbeat", self._run, on_crash)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self._thread.join(timeout)
 
     def _run(self) -> None:
         while not self._stop.is_set():
