@@ -498,6 +498,7 @@ class Runtime:
         self._listener = Listener(dsn, self.wake)
         self._sweeper = Sweeper(client, settings.recovery_interval_seconds, lambda: self.wake(None))
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
         self._stop = stop
         self._hurry = hurry
@@ -531,7 +532,10 @@ class Runtime:
         with self._loop_lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="fairsched-asyncio", daemon=True).start()
+                self._loop_thread = threading.Thread(
+                    target=loop.run_forever, name="fairsched-asyncio", daemon=True
+                )
+                self._loop_thread.start()
                 self._loop = loop
             return self._loop
 
@@ -577,8 +581,11 @@ class Runtime:
             self.release_all(job.lease for job in abandoned)
         self.finisher.close(FLUSH_SECONDS)
         self._heartbeater.stop()
-        if self._loop is not None:
+        if self._loop is not None and self._loop_thread is not None:
             self._loop.call_soon_threadsafe(cancel_and_stop, self._loop)
+            self._loop_thread.join(FLUSH_SECONDS)
+            if not self._loop.is_running():
+                self._loop.close()  # closed here, not by the garbage collector at exit
 
 
 class Worker:
