@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from worker_support import Workers, running_workers
 
 from fairsched import Client, QueueSettings, Settings
 from fairsched.migrate import migrate, migrations_dir
@@ -123,6 +124,13 @@ def client(fresh_db: str) -> Iterator[Client]:
     with Client(fresh_db, settings=Settings(max_payload_bytes=4096)) as c:
         c.declare_queue("q", FAST_QUEUE)
         yield c
+
+
+@pytest.fixture
+def workers(fresh_db: str, tmp_path: Path) -> Iterator[Workers]:
+    """Real ``fairsched worker`` processes (the probe app) on the test database, reaped after."""
+    with running_workers(fresh_db, tmp_path) as w:
+        yield w
 
 
 @pytest.fixture

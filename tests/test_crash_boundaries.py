@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -19,7 +18,6 @@ from worker_support import (
     Workers,
     job_row,
     listener_pids,
-    running_workers,
     statuses,
     wait_for,
     wait_listening,
@@ -40,12 +38,6 @@ def client(fresh_db: str, db: psycopg.Connection) -> Iterator[Client]:
     create_probe_tables(db)
     with Client(fresh_db, settings=Settings()) as c:
         yield c
-
-
-@pytest.fixture
-def workers(fresh_db: str, tmp_path: Path) -> Iterator[Workers]:
-    with running_workers(fresh_db, tmp_path) as w:
-        yield w
 
 
 def events(db: psycopg.Connection, job_id: int, name: str) -> list[tuple[Any, ...]]:

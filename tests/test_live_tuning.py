@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
-from worker_support import Workers, running_workers, wait_for
+from worker_support import Workers, wait_for
 
 from fairsched import Client, JobSpec, QueueSettings, Settings
 from fairsched.policy import STACK_TTL_SECONDS
@@ -46,12 +45,6 @@ A_SINCE_LAST_B = CLAIMED + sql.SQL(
 def client(fresh_db: str) -> Iterator[Client]:
     with Client(fresh_db, settings=Settings()) as c:
         yield c
-
-
-@pytest.fixture
-def workers(fresh_db: str, tmp_path: Path) -> Iterator[Workers]:
-    with running_workers(fresh_db, tmp_path) as w:
-        yield w
 
 
 def declare(client: Client, policies: list[str], **values: Any) -> None:

@@ -36,12 +36,6 @@ def client(fresh_db: str, db: psycopg.Connection) -> Iterator[Client]:
         yield c
 
 
-@pytest.fixture
-def workers(fresh_db: str, tmp_path: Path) -> Iterator[Workers]:
-    with running_workers(fresh_db, tmp_path) as w:
-        yield w
-
-
 def probe_events(db: psycopg.Connection, job_id: int) -> list[tuple[int, str]]:
     rows = db.execute(
         "SELECT attempt, event FROM public.probe_events WHERE job_id = %s ORDER BY id", (job_id,)
