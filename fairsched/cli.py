@@ -248,11 +248,12 @@ def dead_list(
     as_json: bool = JsonOption,
 ) -> None:
     """Dead jobs, newest first."""
-    from fairsched.status import dead_find, parse_since
+    from fairsched import dead
+    from fairsched.status import parse_since
 
     with open_client(config) as client, client.connection() as conn:
         after = parse_since(since, database_now(conn)) if since is not None else None
-        jobs = dead_find(conn, queue=queue, tenant=tenant, code=code, since=after, limit=limit)
+        jobs = dead.dead_list(conn, queue=queue, tenant=tenant, code=code, since=after, limit=limit)
     if as_json:
         print_json([vars(job) for job in jobs])
         return

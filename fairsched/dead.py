@@ -31,13 +31,18 @@ class DeadJob:
 
 
 def dead_list(
-    conn: psycopg.Connection, *, queue: str | None = None, tenant: str | None = None, limit: int = 100
+    conn: psycopg.Connection,
+    *,
+    queue: str | None = None,
+    tenant: str | None = None,
+    code: str | None = None,
+    since: datetime | None = None,
+    limit: int = 100,
 ) -> list[DeadJob]:
-    """Dead jobs, newest first."""
+    """Dead jobs, newest first, filtered by queue, tenant, error code and death time."""
+    params = {"queue": queue, "tenant": tenant, "code": code, "since": since, "limit": limit}
     with operation("dead_list"), conn.cursor(row_factory=class_row(DeadJob)) as cur:
-        return cur.execute(
-            QUERIES["dead_list"], {"queue": queue, "tenant": tenant, "limit": limit}
-        ).fetchall()
+        return cur.execute(QUERIES["dead_list"], params).fetchall()
 
 
 def job_show(conn: psycopg.Connection, job_id: int) -> dict[str, Any]:

@@ -21,10 +21,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
-from psycopg.rows import class_row, dict_row
+from psycopg.rows import dict_row
 
 from fairsched.db import operation
-from fairsched.dead import BlockedAggregate, DeadJob, aggregates_blocked
+from fairsched.dead import BlockedAggregate, aggregates_blocked
 from fairsched.errors import InvalidInput
 from fairsched.exporter import ExporterSettings, declared_tenants, read_snapshot
 from fairsched.metrics import OTHER_TENANT
@@ -169,24 +169,6 @@ def tenant_jobs(conn: psycopg.Connection, queue: str, tenant: str, *, count_limi
     now, oldest = row.pop("now"), row.pop("oldest_available_at")
     row["oldest_claimable_age_seconds"] = _age(now, oldest)
     return dict(row)
-
-
-# -- dead jobs with filters ------------------------------------------------------------
-
-
-def dead_find(
-    conn: psycopg.Connection,
-    *,
-    queue: str | None = None,
-    tenant: str | None = None,
-    code: str | None = None,
-    since: datetime | None = None,
-    limit: int = 100,
-) -> list[DeadJob]:
-    """Dead jobs, newest first, filtered by queue, tenant, error code and death time."""
-    params = {"queue": queue, "tenant": tenant, "code": code, "since": since, "limit": limit}
-    with operation("dead_list_filtered"), conn.cursor(row_factory=class_row(DeadJob)) as cur:
-        return cur.execute(QUERIES["dead_list_filtered"], params).fetchall()
 
 
 _SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")

@@ -264,13 +264,15 @@ WITH expired AS MATERIALIZED (
 SELECT id, queue_name, status FROM moved
 
 -- name: dead_list
--- Dead jobs, newest first, optionally filtered by queue and tenant.
+-- Dead jobs, newest first, optionally filtered by queue, tenant, error code and death time.
 SELECT id, queue_name, tenant, attempt_count, last_error_code, last_error, created_at,
        finished_at
   FROM fairsched.jobs
  WHERE status = 'dead'
    AND (%(queue)s::text IS NULL OR queue_name = %(queue)s)
    AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+   AND (%(code)s::text IS NULL OR last_error_code = %(code)s)
+   AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s)
  ORDER BY finished_at DESC, id DESC
  LIMIT %(limit)s
 

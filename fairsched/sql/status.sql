@@ -38,16 +38,3 @@ SELECT (SELECT count(*) FROM (
          WHERE j.queue_name = %(queue)s AND j.tenant = %(tenant)s AND j.status = 'pending'
            AND j.available_at <= now()) AS oldest_available_at,
        now() AS now
-
--- name: dead_list_filtered
--- Dead jobs, newest first, filtered by queue, tenant, error code and death time.
-SELECT id, queue_name, tenant, attempt_count, last_error_code, last_error, created_at,
-       finished_at
-  FROM fairsched.jobs
- WHERE status = 'dead'
-   AND (%(queue)s::text IS NULL OR queue_name = %(queue)s)
-   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
-   AND (%(code)s::text IS NULL OR last_error_code = %(code)s)
-   AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s)
- ORDER BY finished_at DESC, id DESC
- LIMIT %(limit)s
