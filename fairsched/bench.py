@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -134,13 +134,13 @@ def worker_processes(dsn: str, count: int, slots: int) -> Iterator[list[subproce
                 p.wait()
 
 
-def wait_succeeded(dsn: str, target: int, timeout: float = 600.0) -> None:
-    """Poll until ``target`` bench jobs have succeeded."""
+def wait_drained(dsn: str, left: int = 0, timeout: float = 600.0) -> None:
+    """Poll until at most ``left`` bench jobs are unfinished (pending, waiting or running)."""
     deadline = time.monotonic() + timeout
     with psycopg.connect(dsn, autocommit=True) as conn:
         while time.monotonic() < deadline:
-            row = conn.execute(QUERIES["bench_succeeded"], {"queue": QUEUE}).fetchone()
-            if row and row[0] >= target:
+            row = conn.execute(QUERIES["bench_unfinished"], {"queue": QUEUE, "cap": left + 1}).fetchone()
+            if row and row[0] <= left:
                 return
             time.sleep(0.1)
     raise TimeoutError(f"bench jobs did not finish within {timeout:.0f} s")
@@ -170,7 +170,7 @@ def fairsched_e2e(cfg: BenchConfig) -> float:
             declare_bench_queue(client, cfg.policies)
             enqueue_jobs(client, [JobSpec({}, f"t{n % 10}") for n in range(cfg.jobs)])
         with worker_processes(dsn, cfg.workers, cfg.slots):
-            wait_succeeded(dsn, cfg.jobs)
+            wait_drained(dsn)
         with psycopg.connect(dsn) as conn:
             row = conn.execute(QUERIES["bench_window"], {"queue": QUEUE}).fetchone()
     assert row is not None
@@ -199,12 +199,15 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
         plain.samples.append(plain_rate)
         ratio.samples.append(ours_rate / plain_rate)
         for name, (fig, fig_ratio) in peer_figs.items():
-            runner: Callable[..., peers.Throughput] = (
-                peers.pgqueuer_run if name == "pgqueuer" else peers.procrastinate_run
-            )
-            jobs = cfg.jobs if name == "pgqueuer" else max(1000, cfg.jobs // 10)
-            with scratch_db(cfg.admin_dsn, migrate=False) as dsn:
-                rate = runner(dsn, jobs=jobs, workers=cfg.workers).per_second
+            with scratch_db(cfg.admin_dsn, migrate=False) as dsn:  # as many at once as our workers' slots
+                result = (
+                    peers.pgqueuer_run(dsn, jobs=cfg.jobs, workers=cfg.workers, batch_size=cfg.slots)
+                    if name == "pgqueuer"
+                    else peers.procrastinate_run(
+                        dsn, jobs=max(1000, cfg.jobs // 10), workers=cfg.workers, concurrency=cfg.slots
+                    )
+                )
+            rate = result.per_second
             fig.samples.append(rate)
             fig_ratio.samples.append(ours_rate / rate)
     figures.extend([ours, plain, ratio])
@@ -335,7 +338,7 @@ def scenario_shares(cfg: BenchConfig, figures: list[Figure], claims: int = 10_00
                 client.set_tenant_share(QUEUE, tenant, weight=weight)
                 enqueue_jobs(client, [JobSpec({}, tenant) for _ in range(claims)])
             with worker_processes(dsn, cfg.workers, cfg.slots):
-                wait_succeeded(dsn, claims)
+                wait_drained(dsn)
             with psycopg.connect(dsn) as conn:
                 params = {"queue": QUEUE, "limit": claims}
                 rows = conn.execute(QUERIES["bench_first_claims"], params).fetchall()
@@ -364,7 +367,7 @@ def scenario_memory(cfg: BenchConfig, figures: list[Figure]) -> None:
                 declare_bench_queue(client, cfg.policies)
                 enqueue_jobs(client, [JobSpec({"ms": 50}, f"t{n % 64}") for n in range(5000)])
             with worker_processes(dsn, 1, 64) as [proc]:
-                wait_succeeded(dsn, 1000)
+                wait_drained(dsn, left=4000)
                 peak = 0.0
                 for _ in range(5):
                     peak = max(peak, rss_mb(proc.pid))

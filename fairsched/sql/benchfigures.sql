@@ -6,9 +6,17 @@ SELECT count(*) FILTER (WHERE j.status = 'succeeded'),
   LEFT JOIN fairsched.attempts a ON a.job_id = j.id AND a.attempt = 1
  WHERE j.queue_name = %(queue)s
 
--- name: bench_succeeded
--- How many jobs of a queue have succeeded.
-SELECT count(*) FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'succeeded'
+-- name: bench_unfinished
+-- How many jobs of a queue are not finished yet, counting at most %(cap)s of each
+-- state: each branch reads its state's partial index, so polling stays cheap while
+-- the workers run (a count of finished rows would scan the table every poll).
+SELECT count(*) FROM (
+    (SELECT 1 FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'pending' LIMIT %(cap)s)
+    UNION ALL
+    (SELECT 1 FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'running' LIMIT %(cap)s)
+    UNION ALL
+    (SELECT 1 FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'waiting' LIMIT %(cap)s)
+) AS unfinished
 
 -- name: bench_waits
 -- Enqueue-to-first-claim wait of every job claimed, per tenant, with its claim time.
