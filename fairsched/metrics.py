@@ -149,9 +149,12 @@ def record_claims(leases: Sequence[ClaimedJob], labels: TenantLabels) -> None:
 
     Both timestamps are database time, so the wait does not depend on a worker's clock.
     """
+    groups: dict[tuple[str, str], list[ClaimedJob]] = {}
     for lease in leases:
-        tenant = labels(lease.tenant)
-        TENANT_CLAIMS.labels(lease.queue, tenant).inc()
-        if lease.attempt == 1:
-            wait = (lease.started_at - lease.created_at).total_seconds()
-            TENANT_WAIT_SECONDS.labels(lease.queue, tenant).observe(max(wait, 0.0))
+        groups.setdefault((lease.queue, labels(lease.tenant)), []).append(lease)
+    for key, group in groups.items():  # one series lookup per queue and tenant label
+        TENANT_CLAIMS.labels(*key).inc(len(group))
+        waits = TENANT_WAIT_SECONDS.labels(*key)
+        for lease in group:
+            if lease.attempt == 1:
+                waits.observe(max((lease.started_at - lease.created_at).total_seconds(), 0.0))

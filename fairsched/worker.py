@@ -64,6 +64,9 @@ FLUSH_SECONDS = 10.0
 APPLICATION_NAME = "fairsched-worker"
 IDLE_TICK = 0.25
 """Longest pause of the heartbeat thread (a new job's first renewal is due at lease/3)."""
+CLAIM_WINDOW = 0.005
+"""Under a backlog, how long a claimer waits for half its slots to come free before
+claiming fewer: a claim of many costs about what a claim of one does."""
 
 
 # -- entry points used by the CLI ------------------------------------------
@@ -247,11 +250,11 @@ class Finisher:
         done = retry_transient(
             lambda: self._client.complete_many(leases), what="recording completions", give_up=self._give_up
         )
+        succeeded: dict[str, list[float]] = {}
         for outcome in outcomes:
             queue = outcome.job.queue
             if done is not None and outcome.job.id in done:
-                metrics.COMPLETIONS.labels(queue).inc()
-                metrics.RUN_SECONDS.labels(queue, "succeeded").observe(outcome.run_seconds)
+                succeeded.setdefault(queue, []).append(outcome.run_seconds)
             else:
                 metrics.RUN_SECONDS.labels(queue, "lost").observe(outcome.run_seconds)
                 log.warning(
@@ -259,6 +262,11 @@ class Finisher:
                     outcome.job.id,
                     outcome.job.attempt,
                 )
+        for queue, seconds in succeeded.items():  # one series lookup per queue and round
+            metrics.COMPLETIONS.labels(queue).inc(len(seconds))
+            run_seconds = metrics.RUN_SECONDS.labels(queue, "succeeded")
+            for value in seconds:
+                run_seconds.observe(value)
 
     def _fail(self, outcomes: list[Outcome]) -> None:
         if not outcomes:
@@ -328,13 +336,18 @@ class QueueRunner:
         self._cond = threading.Condition()
         self._busy = 0
         self._hint = True
+        self._backlog = False
         self._claiming = True
         self._inbox: queue_mod.SimpleQueue[tuple[Job, float]] = queue_mod.SimpleQueue()
         self._claimer = service_thread(f"fairsched-claim-{name}", self._claim_loop, worker.crashed)
+        # This queue's series, looked up once: labels() costs more than the update per job.
+        self._busy_gauge = metrics.SLOTS_BUSY.labels(name)
+        self._wait_hist = metrics.WAIT_SECONDS.labels(name)
+        self._start_hist = metrics.CLAIM_TO_START_SECONDS.labels(name)
 
     def start(self) -> None:
         metrics.SLOTS.labels(self.name).set(self.slots)
-        metrics.SLOTS_BUSY.labels(self.name).set(0)
+        self._busy_gauge.set(0)
         for counter in (metrics.CLAIMS, metrics.COMPLETIONS, metrics.DEAD, metrics.LEASE_EXPIRATIONS):
             counter.labels(self.name)  # explicit zeros: the series exist before the first job
         if not self._async:
@@ -369,6 +382,10 @@ class QueueRunner:
                         self._hint = True
                         continue
                     self._cond.wait(remaining if not self._hint else poll)
+                if self._backlog and self._busy > self.slots // 2:
+                    self._cond.wait_for(
+                        lambda: self._busy <= self.slots // 2 or not self._claiming, CLAIM_WINDOW
+                    )
                 if not self._claiming:
                     return
                 free = self._worker.slots.take(self.name, min(self.slots - self._busy, claim.MAX_BATCH))
@@ -405,10 +422,11 @@ class QueueRunner:
         claimed = time.monotonic()
         with self._cond:
             self._hint = self._hint or more
+            self._backlog = more
             accepted = self._claiming
             if accepted:
                 self._busy += len(leases)
-                metrics.SLOTS_BUSY.labels(self.name).set(self._busy)
+                self._busy_gauge.set(self._busy)
         if not accepted:
             self._worker.release_all(leases)
             return
@@ -418,8 +436,7 @@ class QueueRunner:
         metrics.record_claims(leases, self._worker.tenant_labels)
         for lease in leases:
             if lease.attempt == 1:
-                wait = (lease.started_at - lease.created_at).total_seconds()
-                metrics.WAIT_SECONDS.labels(self.name).observe(max(0.0, wait))
+                self._wait_hist.observe(max(0.0, (lease.started_at - lease.created_at).total_seconds()))
             job = Job(lease, claimed)
             self._worker.running.add(job)
             if self._async:
@@ -433,7 +450,7 @@ class QueueRunner:
         while True:
             job, claimed = self._inbox.get()
             start = time.monotonic()
-            metrics.CLAIM_TO_START_SECONDS.labels(self.name).observe(start - claimed)
+            self._start_hist.observe(start - claimed)
             error: BaseException | None = None
             try:
                 self._handler(job)
@@ -443,7 +460,7 @@ class QueueRunner:
 
     async def _run_async(self, job: Job, claimed: float) -> None:
         start = time.monotonic()
-        metrics.CLAIM_TO_START_SECONDS.labels(self.name).observe(start - claimed)
+        self._start_hist.observe(start - claimed)
         error: BaseException | None = None
         try:
             await self._handler(job)
@@ -456,7 +473,7 @@ class QueueRunner:
             self._worker.finisher.put(Outcome(job, error, seconds))
         with self._cond:
             self._busy -= 1
-            metrics.SLOTS_BUSY.labels(self.name).set(self._busy)
+            self._busy_gauge.set(self._busy)
             self._cond.notify_all()
         self._worker.slots.finished(self.name)
 
