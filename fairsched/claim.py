@@ -53,7 +53,8 @@ _JOB_FIRST = """WITH q AS (
        FOR UPDATE SKIP LOCKED
 )
 UPDATE fairsched.jobs AS j
-   SET {set_running}
+   SET {set_running},
+       share_counted = false
   FROM candidate c, q
  WHERE j.id = c.id
 RETURNING {returning}"""
@@ -64,10 +65,15 @@ _TENANT_FIRST = """WITH q AS (
 ), tenants AS MATERIALIZED (
     SELECT t.tenant, t.weight, t.pass,
            CASE WHEN q.charge = 'runtime' THEN t.runtime_estimate ELSE 1 END AS cost,
-           least(%(limit)s, coalesce(t.cap, q.tenant_cap, %(limit)s + t.running) - t.running) AS room
-      FROM fairsched.tenant_shares AS t, q
+           least(%(limit)s, coalesce(lim.cap - lim.running, %(limit)s)) AS room
+      FROM fairsched.tenant_shares AS t
+     CROSS JOIN q
+     CROSS JOIN LATERAL (
+        SELECT coalesce(t.cap, q.tenant_cap) AS cap,
+               CASE WHEN coalesce(t.cap, q.tenant_cap) IS NOT NULL THEN {running} END AS running
+     ) AS lim
      WHERE t.queue_name = %(queue)s AND t.active
-       AND t.running < coalesce(t.cap, q.tenant_cap, t.running + 1)
+       AND (lim.cap IS NULL OR lim.running < lim.cap)
      ORDER BY t.pass, t.tenant
      LIMIT %(limit)s
 ), quota AS MATERIALIZED (
@@ -106,11 +112,13 @@ _TENANT_FIRST = """WITH q AS (
       FROM (SELECT tenant, count(*)::int AS n FROM candidate GROUP BY tenant) AS c
       JOIN tenants AS tn USING (tenant) JOIN locked USING (tenant), q
      WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
-       AND t.running + c.n <= coalesce(t.cap, q.tenant_cap, t.running + c.n)
+       AND (coalesce(t.cap, q.tenant_cap) IS NULL
+            OR {running} + c.n <= coalesce(t.cap, q.tenant_cap))
     RETURNING t.tenant
 )
 UPDATE fairsched.jobs AS j
-   SET {set_running}
+   SET {set_running},
+       share_counted = true
   FROM candidate c, q
  WHERE j.id = c.id AND c.tenant IN (SELECT tenant FROM charged)
 RETURNING {returning}"""
@@ -123,6 +131,12 @@ _SET_RUNNING = """status = 'running',
        progress = NULL,
        lease_expires_at = now() + make_interval(
            secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds))"""
+
+_TENANT_RUNNING = """(t.running - coalesce(
+               (SELECT sum(r.released)::bigint FROM fairsched.tenant_releases AS r
+                 WHERE r.queue_name = t.queue_name AND r.tenant = t.tenant), 0))"""
+# A tenant's running jobs: the claims its share row counted minus the releases that
+# finishers recorded (read from the claim's snapshot: late, never early, so caps hold).
 
 _RETURNING = """j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
           j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
@@ -154,6 +168,7 @@ def compose_claim(names: tuple[str, ...] = ("fifo",)) -> sql.Composed:
         filters=rendered_filters,
         order=order,
         set_running=sql.SQL(_SET_RUNNING),
+        running=sql.SQL(_TENANT_RUNNING),
         returning=sql.SQL(_RETURNING),
     )
 

@@ -12,7 +12,7 @@ import pytest
 
 from fairsched import Client
 from fairsched.errors import InvalidInput
-from fairsched.lease import Lease
+from fairsched.lease import Failure, FailureKind, Lease, leases_complete, leases_fail
 from fairsched.policy import tenant_share_set, tenant_shares_list
 from tests.policies_support import claim_concurrently, declare, fill, shares
 
@@ -81,6 +81,53 @@ def test_caps_hold_under_concurrency(client: Client, db: psycopg.Connection) -> 
     assert len(leases) == 400
     assert peak["db:capped"] <= 2 and peak["db:other"] <= 3, peak
     assert {s.tenant: s.running for s in tenant_shares_list(db, "w")} == {"capped": 0, "other": 0}
+
+
+def test_completions_never_wait_for_share_rows_a_claimer_holds(
+    client: Client, db: psycopg.Connection, fresh_db: str
+) -> None:
+    """A finisher releases running slots in its own shard row: a claim holding the
+    tenant's share row (as every weighted claim does until it commits) does not stall it."""
+    declare(client, "w", ["weighted"], tenant_cap=10)
+    fill(client, "w", "t", 20)
+    leases = client.claim("w", owner="o", limit=5)
+    assert len(leases) == 5
+    with psycopg.connect(fresh_db) as holder:  # a claimer's transaction on the share row
+        holder.execute("SELECT 1 FROM fairsched.tenant_shares WHERE queue_name = 'w' FOR NO KEY UPDATE")
+        with psycopg.connect(fresh_db, autocommit=True) as finisher:
+            finisher.execute("SET lock_timeout = '2s'")
+            done = leases_complete(finisher, leases[:3])
+            leases_fail(finisher, [Failure(leases[3], FailureKind.RETRYABLE, "boom", "boom")])
+        holder.rollback()
+    assert done == {lease.id for lease in leases[:3]}
+    assert {s.tenant: s.running for s in tenant_shares_list(db, "w")} == {"t": 1}
+
+
+def test_a_cap_set_live_counts_the_jobs_already_running(client: Client, db: psycopg.Connection) -> None:
+    declare(client, "w", ["weighted"])
+    fill(client, "w", "t", 50)
+    running = client.claim("w", owner="o", limit=6)
+    client.set_tenant_share("w", "t", cap=6)
+    assert client.claim("w", owner="o", limit=5) == []
+    client.complete_many(running[:2])
+    assert len(client.claim("w", owner="o", limit=5)) == 2
+    assert {s.tenant: s.running for s in tenant_shares_list(db, "w")} == {"t": 6}
+
+
+def test_jobs_claimed_before_a_queue_turned_weighted_release_nothing(
+    client: Client, db: psycopg.Connection
+) -> None:
+    """Only jobs a weighted claim counted are released, so a policy change under running
+    jobs cannot push a tenant's running count below its truth (and past its cap)."""
+    declare(client, "w", ["fifo"])
+    fill(client, "w", "t", 50)
+    before = client.claim("w", owner="o", limit=4)
+    declare(client, "w", ["weighted"], tenant_cap=2)
+    after = client.claim("w", owner="o", limit=5)
+    assert len(after) == 2
+    client.complete_many(before)
+    assert client.claim("w", owner="o", limit=5) == []
+    assert {s.tenant: s.running for s in tenant_shares_list(db, "w")} == {"t": 2}
 
 
 def test_runtime_charging_evens_worker_time(client: Client, db: psycopg.Connection) -> None:

@@ -16,7 +16,8 @@ UPDATE fairsched.jobs AS j
        started_at = now(),
        progress = NULL,
        lease_expires_at = now() + make_interval(
-           secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds))
+           secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds)),
+       share_counted = false
   FROM candidate c, q
  WHERE j.id = c.id
 RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,

@@ -4,10 +4,17 @@ WITH q AS (
 ), tenants AS MATERIALIZED (
     SELECT t.tenant, t.weight, t.pass,
            CASE WHEN q.charge = 'runtime' THEN t.runtime_estimate ELSE 1 END AS cost,
-           least(%(limit)s, coalesce(t.cap, q.tenant_cap, %(limit)s + t.running) - t.running) AS room
-      FROM fairsched.tenant_shares AS t, q
+           least(%(limit)s, coalesce(lim.cap - lim.running, %(limit)s)) AS room
+      FROM fairsched.tenant_shares AS t
+     CROSS JOIN q
+     CROSS JOIN LATERAL (
+        SELECT coalesce(t.cap, q.tenant_cap) AS cap,
+               CASE WHEN coalesce(t.cap, q.tenant_cap) IS NOT NULL THEN (t.running - coalesce(
+               (SELECT sum(r.released)::bigint FROM fairsched.tenant_releases AS r
+                 WHERE r.queue_name = t.queue_name AND r.tenant = t.tenant), 0)) END AS running
+     ) AS lim
      WHERE t.queue_name = %(queue)s AND t.active
-       AND t.running < coalesce(t.cap, q.tenant_cap, t.running + 1)
+       AND (lim.cap IS NULL OR lim.running < lim.cap)
      ORDER BY t.pass, t.tenant
      LIMIT %(limit)s
 ), quota AS MATERIALIZED (
@@ -46,7 +53,10 @@ WITH q AS (
       FROM (SELECT tenant, count(*)::int AS n FROM candidate GROUP BY tenant) AS c
       JOIN tenants AS tn USING (tenant) JOIN locked USING (tenant), q
      WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
-       AND t.running + c.n <= coalesce(t.cap, q.tenant_cap, t.running + c.n)
+       AND (coalesce(t.cap, q.tenant_cap) IS NULL
+            OR (t.running - coalesce(
+               (SELECT sum(r.released)::bigint FROM fairsched.tenant_releases AS r
+                 WHERE r.queue_name = t.queue_name AND r.tenant = t.tenant), 0)) + c.n <= coalesce(t.cap, q.tenant_cap))
     RETURNING t.tenant
 )
 UPDATE fairsched.jobs AS j
@@ -57,7 +67,8 @@ UPDATE fairsched.jobs AS j
        started_at = now(),
        progress = NULL,
        lease_expires_at = now() + make_interval(
-           secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds))
+           secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds)),
+       share_counted = true
   FROM candidate c, q
  WHERE j.id = c.id AND c.tenant IN (SELECT tenant FROM charged)
 RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
