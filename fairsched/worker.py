@@ -474,7 +474,8 @@ class QueueRunner:
         with self._cond:
             self._busy -= 1
             self._busy_gauge.set(self._busy)
-            self._cond.notify_all()
+            if self._busy == self.slots - 1 or self._busy <= self.slots // 2:
+                self._cond.notify_all()  # what the claimer waits for: a first free slot, or half
         self._worker.slots.finished(self.name)
 
 
