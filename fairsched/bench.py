@@ -67,6 +67,7 @@ class BenchConfig:
     slots: int = 16
     repeats: int = 3
     policies: tuple[str, ...] = ("weighted", "aging", "serial")
+    churn_backlog: int = 1_000_000
 
 
 # -- scratch databases and workers --------------------------------------------
@@ -451,9 +452,40 @@ def scenario_backlog(cfg: BenchConfig, figures: list[Figure], plots: dict[str, A
     figures.extend([*buffers.values(), *rates.values(), *growth.values()])
 
 
+def scenario_churn(cfg: BenchConfig, figures: list[Figure]) -> None:
+    """(2) under churn: shared buffers per claim on a fresh backlog of ``churn_backlog``
+    jobs, then again after as many were claimed and completed (refilled as they drain),
+    with no VACUUM but autovacuum as the table's settings ship, for fifo and the stack."""
+    n = cfg.churn_backlog
+    stacks = [("fifo",), cfg.policies]
+    figs = {
+        stack: (
+            Figure("churn", f"{'+'.join(stack)} buffers/claim after churn / fresh", "ratio", bar="<= 1.5"),
+            Figure("churn", f"{'+'.join(stack)} buffers/claim, fresh {n:,} backlog", "buffers"),
+            Figure("churn", f"{'+'.join(stack)} buffers/claim after {n:,} claims+completions", "buffers"),
+            Figure("churn", f"{'+'.join(stack)} claims+completions/s while churning", "jobs/s"),
+            Figure("churn", f"{'+'.join(stack)} autovacuum runs finished while churning", "runs"),
+        )
+        for stack in stacks
+    }
+    for _ in range(cfg.repeats):
+        for stack in stacks:
+            with scratch_db(cfg.admin_dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+                with Client(dsn) as client:
+                    declare_bench_queue(client, ("fifo",))
+                result = claimbench.claim_buffers_under_churn(conn, stack, QUEUE, backlog=n)
+            ratio, fresh, churned, rate, vacuums = figs[stack]
+            ratio.samples.append(result.ratio)
+            fresh.samples.append(result.fresh_buffers)
+            churned.samples.append(result.churned_buffers)
+            rate.samples.append(result.churned / result.seconds)
+            vacuums.samples.append(result.autovacuums)
+    figures.extend(fig for group in figs.values() for fig in group)
+
+
 # -- running and reporting ----------------------------------------------------
 
-SCENARIOS = ("claims", "backlog", "e2e", "noisy", "shares", "memory")
+SCENARIOS = ("claims", "backlog", "churn", "e2e", "noisy", "shares", "memory")
 
 
 def run(cfg: BenchConfig, scenarios: Sequence[str]) -> tuple[list[Figure], dict[str, Any]]:
@@ -465,6 +497,8 @@ def run(cfg: BenchConfig, scenarios: Sequence[str]) -> tuple[list[Figure], dict[
             scenario_claims(cfg, figures)
         elif name == "backlog":
             scenario_backlog(cfg, figures, plots)
+        elif name == "churn":
+            scenario_churn(cfg, figures)
         elif name == "e2e":
             scenario_e2e(cfg, figures)
         elif name == "noisy":

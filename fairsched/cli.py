@@ -925,7 +925,10 @@ def demo(
 @app.command()
 def bench(
     scenario: list[str] = typer.Option(
-        [], "--scenario", help="claims, backlog, e2e, noisy, shares, memory (repeatable; default all)"
+        [], "--scenario", help="claims, backlog, churn, e2e, noisy, shares, memory (repeatable; default all)"
+    ),
+    churn_backlog: int = typer.Option(
+        1_000_000, "--churn-backlog", min=1000, help="backlog of the churn scenario (as many are churned)"
     ),
     jobs: int = typer.Option(20_000, "--jobs", min=1000, help="jobs per end-to-end run"),
     workers: int = typer.Option(2, "--workers", min=1, max=32, help="worker processes"),
@@ -963,7 +966,13 @@ def bench(
         raise InvalidInput(f"unknown scenario {', '.join(unknown)}; known: {', '.join(bench_run.SCENARIOS)}")
     stack = tuple(name.strip() for name in policies.split(",") if name.strip())
     cfg = bench_run.BenchConfig(
-        admin_dsn=admin_dsn, jobs=jobs, workers=workers, slots=slots, repeats=repeats, policies=stack
+        admin_dsn=admin_dsn,
+        jobs=jobs,
+        workers=workers,
+        slots=slots,
+        repeats=repeats,
+        policies=stack,
+        churn_backlog=churn_backlog,
     )
     figures, plots = bench_run.run(cfg, chosen)
     text = bench_run.to_json(figures, cfg)

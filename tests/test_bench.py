@@ -47,6 +47,19 @@ def test_bench_e2e_and_memory_report_measured_ratios(server_dsn: str) -> None:
     assert "admin_dsn" not in json.dumps(result["config"])
 
 
+def test_bench_churn_reports_fresh_and_churned_claim_cost(server_dsn: str) -> None:
+    result = run_bench(server_dsn, "--scenario", "churn", "--churn-backlog", "2000", "--policies", "weighted")
+    figures = figures_by_name(result)
+    for stack in ("fifo", "weighted"):
+        fresh = figures[f"{stack} buffers/claim, fresh 2,000 backlog"]["median"]
+        churned = figures[f"{stack} buffers/claim after 2,000 claims+completions"]["median"]
+        ratio = figures[f"{stack} buffers/claim after churn / fresh"]
+        assert fresh > 0 and churned > 0
+        assert ratio["median"] == pytest.approx(churned / fresh, rel=1e-6)
+        assert ratio["bar"] == "<= 1.5"
+        assert figures[f"{stack} claims+completions/s while churning"]["median"] > 0
+
+
 def test_bench_refuses_an_unknown_scenario(server_dsn: str) -> None:
     env = {**os.environ, "FAIRSCHED_DATABASE_URL": server_dsn}
     done = subprocess.run(
@@ -59,5 +72,5 @@ def test_bench_refuses_an_unknown_scenario(server_dsn: str) -> None:
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        "error: unknown scenario nope; known: claims, backlog, e2e, noisy, shares, memory"
+        "error: unknown scenario nope; known: claims, backlog, churn, e2e, noisy, shares, memory"
     ]
