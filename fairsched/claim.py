@@ -190,17 +190,14 @@ def claim_execute(cur: psycopg.Cursor[Lease], names: Sequence[str], params: dict
     against ~1-2 ms to run, and the plan cache keeps choosing a custom plan for
     it. Its generic plan is the same index-ordered plan (``tests/test_claim_plans.py``
     checks that plan). The job-first statement plans in ~0.2 ms and its generic
-    plan is worse (it does not know the limit), so it keeps the default. The
-    transaction goes out as one pipeline, so the ``COMMIT`` follows the claim on the
-    server without a round trip while the claim holds its tenants' share rows.
+    plan is worse (it does not know the limit), so it keeps the default.
     """
     statement = compose_claim(tuple(names))
     if not tenant_first(names):
         return cur.execute(statement, params).fetchall()
-    with cur.connection.pipeline(), cur.connection.transaction():
+    with cur.connection.transaction():
         cur.execute(QUERIES["claim_plan_generic"])
-        cur.execute(statement, params)
-    return cur.fetchall()
+        return cur.execute(statement, params).fetchall()
 
 
 def claim_params(queue: str, *, owner: str, limit: int, lease_seconds: float | None) -> dict[str, object]:

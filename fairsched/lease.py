@@ -9,8 +9,8 @@ recorded as a rejected stale completion.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -238,19 +238,9 @@ def aggregates_advance(
     return [(row[0], row[1], row[2], row[3]) for row in rows]
 
 
-@contextmanager
-def settling(conn: psycopg.Connection, needed: bool) -> Iterator[None]:
-    """A transaction around a transition and its settling, when there is state to settle.
-
-    It runs in pipeline mode: statements whose results are not read (the share-row
-    updates) go out together with the ``COMMIT``, so the rows they lock stay locked
-    for the server's work only, not for a round trip to a busy client.
-    """
-    if not needed:
-        yield
-        return
-    with conn.pipeline(), conn.transaction():
-        yield
+def settling(conn: psycopg.Connection, needed: bool) -> AbstractContextManager[object]:
+    """A transaction around a transition and its settling, when there is state to settle."""
+    return conn.transaction() if needed else nullcontext()
 
 
 def settle_needed(conn: psycopg.Connection, queues: set[str]) -> bool:
