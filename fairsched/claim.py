@@ -132,11 +132,9 @@ _SET_RUNNING = """status = 'running',
        lease_expires_at = now() + make_interval(
            secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds))"""
 
-_TENANT_RUNNING = """(t.running - coalesce(
-               (SELECT sum(r.released)::bigint FROM fairsched.tenant_releases AS r
-                 WHERE r.queue_name = t.queue_name AND r.tenant = t.tenant), 0))"""
 # A tenant's running jobs: the claims its share row counted minus the releases that
 # finishers recorded (read from the claim's snapshot: late, never early, so caps hold).
+_TENANT_RUNNING = "(t.running - fairsched.tenant_released(t.queue_name, t.tenant))"
 
 _RETURNING = """j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
           j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,

@@ -18,6 +18,13 @@ ALTER TABLE fairsched.tenant_releases SET (
     autovacuum_vacuum_cost_delay = 0
 );
 
+-- The releases of a tenant's running slots so far: its running jobs are its share
+-- row's `running` minus this. STABLE: it reads the calling statement's snapshot.
+CREATE FUNCTION fairsched.tenant_released(queue_name text, tenant text) RETURNS bigint
+    LANGUAGE sql STABLE
+    RETURN (SELECT coalesce(sum(r.released), 0)::bigint FROM fairsched.tenant_releases AS r
+             WHERE r.queue_name = tenant_released.queue_name AND r.tenant = tenant_released.tenant);
+
 -- `running` now only grows with claims: it needs the range of a counter.
 ALTER TABLE fairsched.tenant_shares ALTER COLUMN running TYPE bigint;
 

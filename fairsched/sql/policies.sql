@@ -151,8 +151,7 @@ RETURNING weight, cap
 -- Every tenant's share state on a queue: weight, cap, running (claims counted minus
 -- releases), claims and charge so far.
 SELECT t.tenant, t.weight, t.cap,
-       t.running - coalesce((SELECT sum(r.released)::bigint FROM fairsched.tenant_releases AS r
-                              WHERE r.queue_name = t.queue_name AND r.tenant = t.tenant), 0) AS running,
+       t.running - fairsched.tenant_released(t.queue_name, t.tenant) AS running,
        t.active, t.pass, t.claimed_total, t.charged_total, t.runtime_estimate
   FROM fairsched.tenant_shares AS t
  WHERE t.queue_name = %(queue)s

@@ -9,9 +9,7 @@ WITH q AS (
      CROSS JOIN q
      CROSS JOIN LATERAL (
         SELECT coalesce(t.cap, q.tenant_cap) AS cap,
-               CASE WHEN coalesce(t.cap, q.tenant_cap) IS NOT NULL THEN (t.running - coalesce(
-               (SELECT sum(r.released)::bigint FROM fairsched.tenant_releases AS r
-                 WHERE r.queue_name = t.queue_name AND r.tenant = t.tenant), 0)) END AS running
+               CASE WHEN coalesce(t.cap, q.tenant_cap) IS NOT NULL THEN (t.running - fairsched.tenant_released(t.queue_name, t.tenant)) END AS running
      ) AS lim
      WHERE t.queue_name = %(queue)s AND t.active
        AND (lim.cap IS NULL OR lim.running < lim.cap)
@@ -54,9 +52,7 @@ WITH q AS (
       JOIN tenants AS tn USING (tenant) JOIN locked USING (tenant), q
      WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
        AND (coalesce(t.cap, q.tenant_cap) IS NULL
-            OR (t.running - coalesce(
-               (SELECT sum(r.released)::bigint FROM fairsched.tenant_releases AS r
-                 WHERE r.queue_name = t.queue_name AND r.tenant = t.tenant), 0)) + c.n <= coalesce(t.cap, q.tenant_cap))
+            OR (t.running - fairsched.tenant_released(t.queue_name, t.tenant)) + c.n <= coalesce(t.cap, q.tenant_cap))
     RETURNING t.tenant
 )
 UPDATE fairsched.jobs AS j
