@@ -13,7 +13,12 @@ statement with :mod:`psycopg.sql`, cached per stack. Two shapes exist:
   (the ``limit`` smallest virtual finish tags), then per tenant an
   index-ordered scan of its pending jobs; the tenants' ``pass`` and
   ``running`` advance in the same statement, and a tenant over its cap
-  gets nothing. See ``docs/claim-design.md``.
+  gets nothing.
+
+Both shapes start their scans at the queue's claim heads (``fairsched.claim_heads``:
+a key at or below every pending job's, per built-in job order; ``pass_floors``: at or
+below every active tenant's pass), past the dead index entries earlier claims left.
+See ``docs/claim-design.md``.
 """
 
 from __future__ import annotations
@@ -42,12 +47,30 @@ FIFO_ORDER: tuple[OrderTerm, ...] = (
     OrderTerm("id"),
 )
 
+AGING_ORDER: tuple[OrderTerm, ...] = (OrderTerm("aging_key"), OrderTerm("id"))
+
+HEADS: dict[tuple[OrderTerm, ...], tuple[str, ...]] = {
+    FIFO_ORDER: ("fifo_rank", "fifo_available_at", "fifo_id"),
+    AGING_ORDER: ("aging_key", "aging_id"),
+}
+"""The job orders that have a claim head (``fairsched.claim_heads``), and its columns.
+A claim in one of them starts its index scan at the head; any other order scans from
+the start of its index."""
+
+NEGATED = frozenset({"priority", "aging_key", "id"})
+"""Numeric columns whose descending term renders as its ascending negation, so that
+an order is one ascending index key a row comparison can position."""
+
 _JOB_FIRST = """WITH q AS (
-    SELECT lease_seconds, max_runtime_seconds FROM fairsched.queues WHERE name = %(queue)s
+    SELECT qs.lease_seconds, qs.max_runtime_seconds,
+           {heads}
+      FROM fairsched.queues AS qs
+      LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
+     WHERE qs.name = %(queue)s
 ), candidate AS MATERIALIZED (
     SELECT j.id
       FROM fairsched.jobs AS j
-     WHERE j.queue_name = %(queue)s AND j.status = 'pending' AND j.available_at <= now(){filters}
+     WHERE j.queue_name = %(queue)s AND j.status = 'pending' AND j.available_at <= now(){head}{filters}
      ORDER BY {order}
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
@@ -60,8 +83,13 @@ UPDATE fairsched.jobs AS j
 RETURNING {returning}"""
 
 _TENANT_FIRST = """WITH q AS (
-    SELECT lease_seconds, max_runtime_seconds, charge, tenant_cap
-      FROM fairsched.queues WHERE name = %(queue)s
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.charge, qs.tenant_cap,
+           coalesce(f.pass, '-Infinity') AS pass_floor,
+           {heads}
+      FROM fairsched.queues AS qs
+      LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
+      LEFT JOIN fairsched.pass_floors AS f ON f.queue_name = qs.name
+     WHERE qs.name = %(queue)s
 ), tenants AS MATERIALIZED (
     SELECT t.tenant, t.weight, t.pass,
            CASE WHEN q.charge = 'runtime' THEN t.runtime_estimate ELSE 1 END AS cost,
@@ -72,7 +100,7 @@ _TENANT_FIRST = """WITH q AS (
         SELECT coalesce(t.cap, q.tenant_cap) AS cap,
                CASE WHEN coalesce(t.cap, q.tenant_cap) IS NOT NULL THEN {running} END AS running
      ) AS lim
-     WHERE t.queue_name = %(queue)s AND t.active
+     WHERE t.queue_name = %(queue)s AND t.active AND t.pass >= (SELECT q.pass_floor FROM q)
        AND (lim.cap IS NULL OR lim.running < lim.cap)
      ORDER BY t.pass, t.tenant
      LIMIT %(limit)s
@@ -90,7 +118,7 @@ _TENANT_FIRST = """WITH q AS (
         SELECT j.id
           FROM fairsched.jobs AS j
          WHERE j.queue_name = %(queue)s AND j.tenant = qt.tenant
-           AND j.status = 'pending' AND j.available_at <= now(){filters}
+           AND j.status = 'pending' AND j.available_at <= now(){head}{filters}
          ORDER BY {order}
          LIMIT qt.n
            FOR UPDATE SKIP LOCKED) AS c
@@ -132,6 +160,13 @@ _SET_RUNNING = """status = 'running',
        lease_expires_at = now() + make_interval(
            secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds))"""
 
+# Heads not yet written (a queue declared before them) bound nothing.
+_HEAD_COLUMNS = """coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
+           coalesce(h.fifo_available_at, '-infinity') AS fifo_available_at,
+           coalesce(h.fifo_id, 0) AS fifo_id,
+           coalesce(h.aging_key, '-Infinity') AS aging_key,
+           coalesce(h.aging_id, 0) AS aging_id"""
+
 # A tenant's running jobs: the claims its share row counted minus the releases that
 # finishers recorded (read from the claim's snapshot: late, never early, so caps hold).
 _TENANT_RUNNING = "(t.running - fairsched.tenant_released(t.queue_name, t.tenant))"
@@ -158,13 +193,16 @@ def stack_order(stack: Sequence[Policy]) -> tuple[OrderTerm, ...]:
 def compose_claim(names: tuple[str, ...] = ("fifo",)) -> sql.Composed:
     """The claim statement of a policy stack (cached per stack)."""
     stack = resolve(names)
-    order = sql.SQL(", ").join(_order_term(term) for term in stack_order(stack))
+    terms = stack_order(stack)
+    order = sql.SQL(", ").join(_order_term(term) for term in terms)
     filters = [f for f in (p.claim_filter() for p in stack) if f is not None]
     rendered_filters = sql.SQL("").join(sql.SQL("\n       AND ({})").format(f) for f in filters)
     template = _TENANT_FIRST if any(p.orders_tenants for p in stack) else _JOB_FIRST
     return sql.SQL(template).format(
         filters=rendered_filters,
         order=order,
+        heads=sql.SQL(_HEAD_COLUMNS),
+        head=_head_bound(terms),
         set_running=sql.SQL(_SET_RUNNING),
         running=sql.SQL(_TENANT_RUNNING),
         returning=sql.SQL(_RETURNING),
@@ -173,7 +211,22 @@ def compose_claim(names: tuple[str, ...] = ("fifo",)) -> sql.Composed:
 
 def _order_term(term: OrderTerm) -> sql.Composable:
     column = sql.Identifier("j", term.column)
-    return sql.SQL("{} DESC").format(column) if term.descending else column
+    if not term.descending:
+        return column
+    if term.column in NEGATED:
+        return sql.SQL("(- {})").format(column)
+    return sql.SQL("{} DESC").format(column)
+
+
+def _head_bound(terms: tuple[OrderTerm, ...]) -> sql.Composable:
+    """``AND (key) >= (head)`` for an order with a claim head, else nothing."""
+    columns = HEADS.get(terms)
+    if columns is None:
+        return sql.SQL("")
+    return sql.SQL("\n       AND ({}) >= (SELECT {} FROM q)").format(
+        sql.SQL(", ").join(_order_term(term) for term in terms),
+        sql.SQL(", ").join(sql.Identifier("q", column) for column in columns),
+    )
 
 
 def tenant_first(names: Sequence[str]) -> bool:

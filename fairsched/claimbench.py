@@ -18,9 +18,11 @@ from psycopg import sql
 from psycopg.rows import class_row
 
 from fairsched.claim import claim_execute, claim_params, compose_claim, jobs_claim, tenant_first
+from fairsched.claimheads import heads_refresh
 from fairsched.enqueue import JobSpec, jobs_enqueue
 from fairsched.lease import Lease, leases_complete
 from fairsched.policy import forget_stacks
+from fairsched.settings import Settings
 from fairsched.sql import QUERIES
 
 STACKS: tuple[tuple[str, ...], ...] = (
@@ -159,21 +161,29 @@ def claim_buffers_under_churn(
     batch: int = 500,
     limit: int = 1,
     tenants: int = 1000,
+    refresh_seconds: float | None = None,
 ) -> ChurnFigure:
     """Claim cost on a fresh backlog of ``backlog`` jobs, then again after ``churn`` jobs
     (default: as many as the backlog holds) were claimed and completed through the
     engine's own statements, ``batch`` at a time, with as many enqueued to keep the
     backlog's size. No VACUUM runs after the fresh figure: only autovacuum, with the
-    table settings as shipped. ``conn`` must be in autocommit mode on a database
-    with ``queue`` declared and empty."""
+    table settings as shipped. The claim heads are refreshed every ``refresh_seconds``
+    (default: a worker's ``head_refresh_seconds``) while it churns, as a worker's head
+    keeper does; the figure is taken when the churn ends, wherever the refresh timer
+    stands. ``conn`` must be in autocommit mode on a database with ``queue`` declared
+    and empty."""
     queue_policies_set(conn, queue, names)
     backlog_build(conn, queue, jobs=backlog, tenants=tenants)
     fresh = claim_buffers(conn, names, queue, limit=limit)
     vacuums_before = _autovacuums(conn)
     target = backlog if churn is None else churn
+    every = Settings().head_refresh_seconds if refresh_seconds is None else refresh_seconds
     done = 0
-    start = time.perf_counter()
+    start = refreshed = time.perf_counter()
     while done < target:
+        if time.perf_counter() - refreshed >= every:
+            heads_refresh(conn)
+            refreshed = time.perf_counter()
         size = min(batch, target - done)
         leases = jobs_claim(conn, queue, owner="churn", limit=size)
         if not leases:

@@ -194,13 +194,16 @@ def migrate(config: str | None = ConfigOption) -> None:
 
 @app.command()
 def recover(config: str | None = ConfigOption, as_json: bool = JsonOption) -> None:
-    """Sweep expired leases once: back to pending (with backoff) or to dead."""
+    """Sweep expired leases once (back to pending with backoff, or to dead), and raise
+    the claim heads past claimed jobs."""
     with open_client(config) as client:
         result = client.recover()
+        heads = client.heads_refresh()
     if as_json:
-        print_json({"retried": result.retried, "dead": result.dead})
+        print_json({"retried": result.retried, "dead": result.dead, "heads_raised": heads})
     else:
         typer.echo(f"expired leases recovered: {result.retried} back to pending, {result.dead} dead")
+        typer.echo(f"claim heads raised: {heads}")
 
 
 @app.command()

@@ -11,7 +11,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from fairsched import claim as claim_mod
-from fairsched import dead, enqueue, policy, recovery, retry
+from fairsched import claimheads, dead, enqueue, policy, recovery, retry
 from fairsched import lease as lease_ops
 from fairsched.configsync import queues_declare
 from fairsched.db import connect, make_pool, operation, translate
@@ -243,6 +243,10 @@ class Client:
         """Move expired leases back to pending or to dead; returns the counts."""
         size = batch or self.settings.recovery_batch
         return self._run(lambda c: recovery.recovery_sweep(c, batch=size))
+
+    def heads_refresh(self) -> int:
+        """Raise the claim heads past claimed jobs; returns how many were raised."""
+        return self._run(claimheads.heads_refresh)
 
     def dead_list(
         self, *, queue: str | None = None, tenant: str | None = None, limit: int = 100

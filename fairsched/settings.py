@@ -110,6 +110,9 @@ class Settings(BaseSettings):
     poll_interval_seconds: float = Field(2.0, gt=0)
     recovery_interval_seconds: float = Field(5.0, gt=0)
     recovery_batch: int = Field(500, gt=0, le=100_000)
+    head_refresh_seconds: float = Field(
+        0.1, gt=0, description="how often each worker raises the claim heads past claimed jobs"
+    )
     grace_period_seconds: float = Field(30.0, ge=0)
     pool_max_size: int | None = Field(None, gt=0, description="default: slots + 4")
     prepare_threshold: int | None = Field(

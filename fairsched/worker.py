@@ -8,7 +8,8 @@ finisher thread that records successes and failures in batches (one statement
 each); a completion whose lease no longer held is never reported
 as done. One heartbeat thread renews the leases of jobs whose progress
 advanced. Wake-ups come from ``LISTEN`` and from a periodic poll; a recovery
-sweeper moves expired leases on.
+sweeper moves expired leases on, and a head keeper raises the claim heads past
+the jobs claimed.
 
 SIGTERM/SIGINT stops claiming, lets running jobs finish within the grace
 period, then releases (fenced) what still runs; a second signal cuts the grace
@@ -42,6 +43,7 @@ from fairsched.app import App, Job
 from fairsched.client import Client
 from fairsched.db import connect, operation, redact
 from fairsched.errors import ConfigError, DatabaseError, FairschedError, InvalidInput, UnknownQueue
+from fairsched.headkeeper import HeadKeeper
 from fairsched.lease import Lease
 from fairsched.listener import Listener, backoff_delay
 from fairsched.service import Crash, Service, service_thread
@@ -515,6 +517,7 @@ class Runtime:
         self._heartbeater = Heartbeater(client, self.running, self.crashed)
         self._listener = Listener(dsn, self.wake)
         self._sweeper = Sweeper(client, settings.recovery_interval_seconds, lambda: self.wake(None))
+        self._headkeeper = HeadKeeper(client, settings.head_refresh_seconds)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
@@ -529,6 +532,7 @@ class Runtime:
             runner.start()
         self._listener.start()
         self._sweeper.start()
+        self._headkeeper.start()
         while not self._stop.wait(1.0):
             self._record_pool_stats()
         self._shutdown()
@@ -587,6 +591,7 @@ class Runtime:
         deadline = time.monotonic() + grace
         self._listener.stop()
         self._sweeper.stop()
+        self._headkeeper.stop()
         for runner in self.runners.values():
             runner.stop_claiming(max(0.0, deadline - time.monotonic()))
         while self.running.snapshot() and time.monotonic() < deadline and not self._hurry.is_set():

@@ -22,8 +22,9 @@ from fairsched.soak import Soak, SoakResult
 
 WORKER_APP = "fairsched-worker"
 LISTENER_APP = "fairsched-listener"
-# Text that identifies each worker statement in pg_stat_activity.query.
-CLAIM_MARK = "%lease_token = j.lease_token + 1%"
+# Text that identifies each worker statement in pg_stat_activity.query (which keeps
+# only the first track_activity_query_size bytes, 1024 by default).
+CLAIM_MARK = "%LEFT JOIN fairsched.claim_heads AS h%"
 RENEW_MARK = "%progress IS DISTINCT FROM%"
 COMPLETE_MARK = "%SET status = 'succeeded'%"
 

@@ -7,24 +7,24 @@ WITH RECURSIVE levels AS (
     SELECT q.name AS queue_name, 1 AS depth,
            (SELECT j.priority FROM fairsched.jobs j
              WHERE j.status = 'pending' AND j.queue_name = q.name
-             ORDER BY j.priority DESC LIMIT 1) AS priority
+             ORDER BY - j.priority LIMIT 1) AS priority
       FROM fairsched.queues q
     UNION ALL
     SELECT l.queue_name, l.depth + 1,
            (SELECT j.priority FROM fairsched.jobs j
-             WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND j.priority < l.priority
-             ORDER BY j.priority DESC LIMIT 1)
+             WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND - j.priority > - l.priority
+             ORDER BY - j.priority LIMIT 1)
       FROM levels l
      WHERE l.priority IS NOT NULL AND l.depth < %(max_levels)s
 )
 SELECT l.queue_name, l.priority,
        (SELECT j.available_at FROM fairsched.jobs j
-         WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND j.priority = l.priority
+         WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND - j.priority = - l.priority
            AND j.available_at <= now()
          ORDER BY j.available_at LIMIT 1) AS oldest_available_at,
        (SELECT count(*) FROM (
             SELECT 1 FROM fairsched.jobs j
-             WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND j.priority = l.priority
+             WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND - j.priority = - l.priority
                AND j.available_at <= now()
              LIMIT %(count_limit)s) c) AS claimable
   FROM levels l
@@ -37,13 +37,13 @@ WITH RECURSIVE levels AS (
     SELECT q.name AS queue_name, 1 AS depth,
            (SELECT j.priority FROM fairsched.jobs j
              WHERE j.status = 'pending' AND j.queue_name = q.name
-             ORDER BY j.priority DESC LIMIT 1) AS priority
+             ORDER BY - j.priority LIMIT 1) AS priority
       FROM fairsched.queues q
     UNION ALL
     SELECT l.queue_name, l.depth + 1,
            (SELECT j.priority FROM fairsched.jobs j
-             WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND j.priority < l.priority
-             ORDER BY j.priority DESC LIMIT 1)
+             WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND - j.priority > - l.priority
+             ORDER BY - j.priority LIMIT 1)
       FROM levels l
      WHERE l.priority IS NOT NULL AND l.depth < %(max_levels)s
 )
@@ -51,7 +51,7 @@ SELECT l.queue_name, w.tenant, min(w.available_at) AS oldest_available_at, count
   FROM levels l
  CROSS JOIN LATERAL (
         SELECT j.tenant, j.available_at FROM fairsched.jobs j
-         WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND j.priority = l.priority
+         WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND - j.priority = - l.priority
            AND j.available_at <= now()
          ORDER BY j.available_at LIMIT %(window)s) w
  WHERE l.priority IS NOT NULL

@@ -28,6 +28,10 @@ WITH queue AS (
            policy_params = EXCLUDED.policy_params,
            updated_at = now()
     RETURNING name
+), heads AS (
+    INSERT INTO fairsched.claim_heads (queue_name) SELECT name FROM queue ON CONFLICT DO NOTHING
+), floors AS (
+    INSERT INTO fairsched.pass_floors (queue_name) SELECT name FROM queue ON CONFLICT DO NOTHING
 )
 INSERT INTO fairsched.tenant_shares AS t (queue_name, tenant, weight, cap, active, ready_at)
 SELECT queue.name, e.key, (e.value ->> 'weight')::float8, (e.value ->> 'cap')::int, false,
@@ -262,6 +266,80 @@ WITH expired AS MATERIALIZED (
       FROM moved
 )
 SELECT id, queue_name, status FROM moved
+
+-- name: claim_heads_behind
+-- Per queue, whether its claim heads and its pass floor sit below its lowest live key
+-- (what a refresh would raise). Read-only, from the heads on: an idle queue costs no write.
+SELECT queue_name, heads_behind, floor_behind FROM (
+    SELECT h.queue_name,
+           coalesce((h.fifo_rank, h.fifo_available_at, h.fifo_id) < (
+               SELECT - j.priority, j.available_at, j.id FROM fairsched.jobs AS j
+                WHERE j.queue_name = h.queue_name AND j.status = 'pending'
+                  AND (- j.priority, j.available_at, j.id) >= (h.fifo_rank, h.fifo_available_at, h.fifo_id)
+                ORDER BY - j.priority, j.available_at, j.id LIMIT 1), false)
+        OR coalesce((h.aging_key, h.aging_id) < (
+               SELECT j.aging_key, j.id FROM fairsched.jobs AS j
+                WHERE j.queue_name = h.queue_name AND j.status = 'pending'
+                  AND (j.aging_key, j.id) >= (h.aging_key, h.aging_id)
+                ORDER BY j.aging_key, j.id LIMIT 1), false) AS heads_behind,
+           coalesce(f.pass < (
+               SELECT t.pass FROM fairsched.tenant_shares AS t
+                WHERE t.queue_name = f.queue_name AND t.active AND t.pass >= f.pass
+                ORDER BY t.pass LIMIT 1), false) AS floor_behind
+      FROM fairsched.claim_heads AS h
+      JOIN fairsched.pass_floors AS f USING (queue_name)
+) AS b
+ WHERE heads_behind OR floor_behind
+ ORDER BY queue_name
+
+-- name: claim_heads_lock
+-- Lock a queue's claim heads for a refresh, skipping them while a transaction that makes
+-- jobs pending holds them (it lowers them itself; the next refresh raises them).
+SELECT queue_name FROM fairsched.claim_heads WHERE queue_name = %(queue)s FOR UPDATE SKIP LOCKED
+
+-- name: claim_heads_refresh
+-- Raise a locked queue's heads to its lowest pending job in each built-in job order (on
+-- a snapshot taken after the lock). The scans start at the current heads: no pending
+-- job is below them. A queue with no pending job keeps its heads.
+WITH fifo AS (
+    SELECT - j.priority AS rank, j.available_at, j.id
+      FROM fairsched.claim_heads AS h
+      JOIN fairsched.jobs AS j ON j.queue_name = h.queue_name
+     WHERE h.queue_name = %(queue)s AND j.status = 'pending'
+       AND (- j.priority, j.available_at, j.id) >= (h.fifo_rank, h.fifo_available_at, h.fifo_id)
+     ORDER BY - j.priority, j.available_at, j.id
+     LIMIT 1
+), aging AS (
+    SELECT j.aging_key, j.id
+      FROM fairsched.claim_heads AS h
+      JOIN fairsched.jobs AS j ON j.queue_name = h.queue_name
+     WHERE h.queue_name = %(queue)s AND j.status = 'pending'
+       AND (j.aging_key, j.id) >= (h.aging_key, h.aging_id)
+     ORDER BY j.aging_key, j.id
+     LIMIT 1
+)
+UPDATE fairsched.claim_heads AS h
+   SET fifo_rank = coalesce((SELECT rank FROM fifo), h.fifo_rank),
+       fifo_available_at = coalesce((SELECT available_at FROM fifo), h.fifo_available_at),
+       fifo_id = coalesce((SELECT id FROM fifo), h.fifo_id),
+       aging_key = coalesce((SELECT aging_key FROM aging), h.aging_key),
+       aging_id = coalesce((SELECT id FROM aging), h.aging_id),
+       refreshed_at = now()
+ WHERE h.queue_name = %(queue)s
+
+-- name: pass_floors_lock
+-- Lock a queue's pass floor for a refresh, skipping it while a tenant is being activated.
+SELECT queue_name FROM fairsched.pass_floors WHERE queue_name = %(queue)s FOR UPDATE SKIP LOCKED
+
+-- name: pass_floors_refresh
+-- Raise a locked queue's pass floor to its lowest active pass (on a snapshot taken after
+-- the lock), scanning from the current floor; a queue with no active tenant keeps it.
+UPDATE fairsched.pass_floors AS f
+   SET pass = coalesce((SELECT t.pass FROM fairsched.tenant_shares AS t
+                         WHERE t.queue_name = f.queue_name AND t.active AND t.pass >= f.pass
+                         ORDER BY t.pass LIMIT 1), f.pass),
+       refreshed_at = now()
+ WHERE f.queue_name = %(queue)s
 
 -- name: dead_list
 -- Dead jobs, newest first, optionally filtered by queue, tenant, error code and death time.

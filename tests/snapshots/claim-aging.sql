@@ -1,9 +1,18 @@
 WITH q AS (
-    SELECT lease_seconds, max_runtime_seconds FROM fairsched.queues WHERE name = %(queue)s
+    SELECT qs.lease_seconds, qs.max_runtime_seconds,
+           coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
+           coalesce(h.fifo_available_at, '-infinity') AS fifo_available_at,
+           coalesce(h.fifo_id, 0) AS fifo_id,
+           coalesce(h.aging_key, '-Infinity') AS aging_key,
+           coalesce(h.aging_id, 0) AS aging_id
+      FROM fairsched.queues AS qs
+      LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
+     WHERE qs.name = %(queue)s
 ), candidate AS MATERIALIZED (
     SELECT j.id
       FROM fairsched.jobs AS j
      WHERE j.queue_name = %(queue)s AND j.status = 'pending' AND j.available_at <= now()
+       AND ("j"."aging_key", "j"."id") >= (SELECT "q"."aging_key", "q"."aging_id" FROM q)
      ORDER BY "j"."aging_key", "j"."id"
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED

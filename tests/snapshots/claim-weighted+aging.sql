@@ -1,6 +1,15 @@
 WITH q AS (
-    SELECT lease_seconds, max_runtime_seconds, charge, tenant_cap
-      FROM fairsched.queues WHERE name = %(queue)s
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.charge, qs.tenant_cap,
+           coalesce(f.pass, '-Infinity') AS pass_floor,
+           coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
+           coalesce(h.fifo_available_at, '-infinity') AS fifo_available_at,
+           coalesce(h.fifo_id, 0) AS fifo_id,
+           coalesce(h.aging_key, '-Infinity') AS aging_key,
+           coalesce(h.aging_id, 0) AS aging_id
+      FROM fairsched.queues AS qs
+      LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
+      LEFT JOIN fairsched.pass_floors AS f ON f.queue_name = qs.name
+     WHERE qs.name = %(queue)s
 ), tenants AS MATERIALIZED (
     SELECT t.tenant, t.weight, t.pass,
            CASE WHEN q.charge = 'runtime' THEN t.runtime_estimate ELSE 1 END AS cost,
@@ -11,7 +20,7 @@ WITH q AS (
         SELECT coalesce(t.cap, q.tenant_cap) AS cap,
                CASE WHEN coalesce(t.cap, q.tenant_cap) IS NOT NULL THEN (t.running - fairsched.tenant_released(t.queue_name, t.tenant)) END AS running
      ) AS lim
-     WHERE t.queue_name = %(queue)s AND t.active
+     WHERE t.queue_name = %(queue)s AND t.active AND t.pass >= (SELECT q.pass_floor FROM q)
        AND (lim.cap IS NULL OR lim.running < lim.cap)
      ORDER BY t.pass, t.tenant
      LIMIT %(limit)s
@@ -30,6 +39,7 @@ WITH q AS (
           FROM fairsched.jobs AS j
          WHERE j.queue_name = %(queue)s AND j.tenant = qt.tenant
            AND j.status = 'pending' AND j.available_at <= now()
+       AND ("j"."aging_key", "j"."id") >= (SELECT "q"."aging_key", "q"."aging_id" FROM q)
          ORDER BY "j"."aging_key", "j"."id"
          LIMIT qt.n
            FOR UPDATE SKIP LOCKED) AS c
