@@ -51,12 +51,13 @@ def assert_invariant(db: psycopg.Connection, queue: str) -> None:
 
 def first_claimable(db: psycopg.Connection, queue: str, order: str) -> int | None:
     """The job a claim without heads would take first (job-first stacks)."""
-    keys = {"fifo": "- priority, available_at, id", "aging": "aging_key, id"}[order]
-    row = db.execute(
-        f"SELECT id FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'pending' "  # noqa: S608
-        f"AND available_at <= now() ORDER BY {keys} LIMIT 1",
-        {"queue": queue},
-    ).fetchone()
+    queries = {
+        "fifo": "SELECT id FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'pending' "
+        "AND available_at <= now() ORDER BY - priority, available_at, id LIMIT 1",
+        "aging": "SELECT id FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'pending' "
+        "AND available_at <= now() ORDER BY aging_key, id LIMIT 1",
+    }
+    row = db.execute(queries[order], {"queue": queue}).fetchone()
     return None if row is None else int(row[0])
 
 
