@@ -202,7 +202,7 @@ def compose_claim(names: tuple[str, ...] = ("fifo",)) -> sql.Composed:
         filters=rendered_filters,
         order=order,
         heads=sql.SQL(_HEAD_COLUMNS),
-        head=_head_bound(terms),
+        head=_head_bound(terms, order),
         set_running=sql.SQL(_SET_RUNNING),
         running=sql.SQL(_TENANT_RUNNING),
         returning=sql.SQL(_RETURNING),
@@ -218,14 +218,13 @@ def _order_term(term: OrderTerm) -> sql.Composable:
     return sql.SQL("{} DESC").format(column)
 
 
-def _head_bound(terms: tuple[OrderTerm, ...]) -> sql.Composable:
-    """``AND (key) >= (head)`` for an order with a claim head, else nothing."""
+def _head_bound(terms: tuple[OrderTerm, ...], order: sql.Composable) -> sql.Composable:
+    """``AND (order) >= (head)`` for an order with a claim head, else nothing."""
     columns = HEADS.get(terms)
     if columns is None:
         return sql.SQL("")
     return sql.SQL("\n       AND ({}) >= (SELECT {} FROM q)").format(
-        sql.SQL(", ").join(_order_term(term) for term in terms),
-        sql.SQL(", ").join(sql.Identifier("q", column) for column in columns),
+        order, sql.SQL(", ").join(sql.Identifier("q", column) for column in columns)
     )
 
 
