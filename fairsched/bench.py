@@ -400,11 +400,12 @@ def scenario_claims(cfg: BenchConfig, figures: list[Figure], backlog: int = 100_
             with Client(dsn) as client:
                 declare_bench_queue(client, fifo)
             claimbench.backlog_build(conn, QUEUE, jobs=backlog)
-            for stack in stacks:
-                base = claimbench.claims_per_second(conn, fifo, QUEUE, claims=300)
-                rate = claimbench.claims_per_second(conn, stack, QUEUE, claims=300)
-                figs[stack].samples.append(rate / base)
-                fifo_fig.samples.append(base)
+            with claimbench.claim_session(dsn) as session:
+                for stack in stacks:
+                    base = claimbench.claims_per_second(session, fifo, QUEUE, claims=300)
+                    rate = claimbench.claims_per_second(session, stack, QUEUE, claims=300)
+                    figs[stack].samples.append(rate / base)
+                    fifo_fig.samples.append(base)
     figures.append(fifo_fig)
     figures.extend(figs.values())
 
@@ -436,12 +437,13 @@ def scenario_backlog(cfg: BenchConfig, figures: list[Figure], plots: dict[str, A
                 with Client(dsn) as client:
                     declare_bench_queue(client, ("fifo",))
                 claimbench.backlog_build(conn, QUEUE, jobs=n)
-                for stack in stacks:
-                    claimbench.queue_policies_set(conn, QUEUE, stack)
-                    buffers[(stack, n)].samples.append(claimbench.claim_buffers(conn, stack, QUEUE))
-                    rates[(stack, n)].samples.append(
-                        claimbench.claims_per_second(conn, stack, QUEUE, claims=300)
-                    )
+                with claimbench.claim_session(dsn) as session:
+                    for stack in stacks:
+                        claimbench.queue_policies_set(conn, QUEUE, stack)
+                        buffers[(stack, n)].samples.append(claimbench.claim_buffers(conn, stack, QUEUE))
+                        rates[(stack, n)].samples.append(
+                            claimbench.claims_per_second(session, stack, QUEUE, claims=300)
+                        )
         for stack in stacks:
             growth[stack].samples.append(
                 buffers[(stack, BACKLOGS[-1])].samples[-1] / buffers[(stack, BACKLOGS[0])].samples[-1]

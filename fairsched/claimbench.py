@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,14 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
 
-from fairsched.claim import claim_execute, claim_params, compose_claim, jobs_claim, tenant_first
+from fairsched.claim import (
+    claim_execute,
+    claim_params,
+    claim_session_configure,
+    compose_claim,
+    jobs_claim,
+    tenant_first,
+)
 from fairsched.claimheads import heads_refresh
 from fairsched.enqueue import JobSpec, jobs_enqueue
 from fairsched.lease import Lease, leases_complete
@@ -74,19 +82,29 @@ class ClaimPlan:
         return {n["Index Name"] for n in self.nodes() if "Index Name" in n}
 
     def sorts_over_jobs(self) -> list[dict[str, Any]]:
-        """Sort nodes whose input reads ``fairsched.jobs`` (a sort over the backlog)."""
+        """Sort nodes whose input reads ``fairsched.jobs`` (a sort over the backlog).
+        A CTE or subquery evaluated under a sort is not its input: its own sorts count."""
         found = []
         for node in self.nodes():
             if node["Node Type"] != "Sort":
                 continue
-            below = ClaimPlan(node, 0, 0)
-            if any(n.get("Relation Name") == "jobs" for n in below.nodes() if n is not node):
-                found.append(node)
+            stack = list(node.get("Plans", []))
+            while stack:
+                below = stack.pop()
+                if below.get("Parent Relationship") in ("InitPlan", "SubPlan"):
+                    continue
+                if below.get("Relation Name") == "jobs":
+                    found.append(node)
+                    break
+                stack.extend(below.get("Plans", []))
         return found
 
 
 def claim_explain(conn: psycopg.Connection, names: Sequence[str], queue: str, *, limit: int = 1) -> ClaimPlan:
-    """EXPLAIN (ANALYZE, BUFFERS) one claim of ``names`` on ``queue``, then roll it back."""
+    """EXPLAIN (ANALYZE, BUFFERS) one claim of ``names`` on ``queue``, then roll it back.
+
+    EXPLAIN plans for the bound values (a custom plan); ``tests/test_claim_plans.py``
+    also checks the generic plans a claim session runs, through auto_explain."""
     statement = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}").format(compose_claim(tuple(names)))
     params = claim_params(queue, owner="explain", limit=limit, lease_seconds=None)
     with conn.transaction(force_rollback=True):
@@ -111,11 +129,20 @@ def claim_buffers(
     )
 
 
+@contextmanager
+def claim_session(dsn: str) -> Iterator[psycopg.Connection]:
+    """An autocommit connection whose claims run as a worker's do (a claim session)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        claim_session_configure(conn)
+        yield conn
+
+
 def claims_per_second(
     conn: psycopg.Connection, names: Sequence[str], queue: str, *, claims: int = 500, limit: int = 1
 ) -> float:
     """Claim rate of one stack on ``queue``: ``claims`` committed claims of ``limit`` jobs
-    (the claimed jobs stay running). Run stacks one after the other on one backlog."""
+    (the claimed jobs stay running) on ``conn``, a :func:`claim_session` as the workers'.
+    Run stacks one after the other on one backlog."""
     queue_policies_set(conn, queue, names)
     params = claim_params(queue, owner="bench", limit=limit, lease_seconds=None)
     start = time.perf_counter()

@@ -36,6 +36,7 @@ class Client:
         self.settings = settings or Settings()
         self._pool_size = pool_size or self.settings.pool_max_size or 10
         self._pool = self._new_pool()
+        self._claim_pool = self._new_pool(claims=True)
         self._opened = False
 
     @classmethod
@@ -51,13 +52,21 @@ class Client:
 
     # -- connections -------------------------------------------------------
 
-    def _new_pool(self) -> ConnectionPool:
+    def _new_pool(self, *, claims: bool = False) -> ConnectionPool:
         threshold = self.settings.prepare_threshold
-        return make_pool(self.dsn, max_size=self._pool_size, prepare_threshold=threshold)
+        # Behind PgBouncer (prepared statements off) a session setting would outlive the
+        # transaction on a server connection other clients share: no claim sessions there.
+        configure = claim_mod.claim_session_configure if claims and threshold is not None else None
+        return make_pool(self.dsn, max_size=self._pool_size, prepare_threshold=threshold, configure=configure)
 
     @property
     def pool(self) -> ConnectionPool:
-        """The pool, opened on first use; a failed open leaves a fresh pool for the next try."""
+        """The pool, opened on first use; a failed open leaves fresh pools for the next try.
+
+        Claims run on a pool of their own (claim sessions, see
+        :func:`fairsched.claim.claim_session_configure`, unless ``prepare_threshold`` is
+        unset), opened with this one; its connections are made as claims need them.
+        """
         if not self._opened:
             try:
                 with operation("pool_open"):
@@ -67,8 +76,15 @@ class Client:
                 self._pool = self._new_pool()
                 connect(self.dsn).close()  # raises the server's own reason, when it has one
                 raise
+            self._claim_pool.open(wait=False)
             self._opened = True
         return self._pool
+
+    @property
+    def claim_pool(self) -> ConnectionPool:
+        """The pool claims run on: claim sessions (:func:`fairsched.claim.claim_session_configure`)."""
+        self.pool  # noqa: B018 - opens both pools, or fails now
+        return self._claim_pool
 
     @contextmanager
     def connection(self, conn: psycopg.Connection | None = None) -> Iterator[psycopg.Connection]:
@@ -76,9 +92,14 @@ class Client:
         if conn is not None:
             yield conn
             return
+        with self._pooled(self.pool) as pooled:
+            yield pooled
+
+    @contextmanager
+    def _pooled(self, pool: ConnectionPool) -> Iterator[psycopg.Connection]:
         with ExitStack() as stack:
             try:
-                pooled = stack.enter_context(self.pool.connection())
+                pooled = stack.enter_context(pool.connection())
             except psycopg.Error as e:  # PoolTimeout: no connection could be had in time
                 raise translate(e) from e
             yield pooled
@@ -87,9 +108,14 @@ class Client:
         with self.connection(conn) as c:
             return fn(c)
 
+    def _claim_run(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        with self._pooled(self.claim_pool) as c:
+            return fn(c)
+
     def close(self) -> None:
-        """Close the pool."""
+        """Close the pools."""
         self._pool.close()
+        self._claim_pool.close()
         self._opened = False
 
     def __enter__(self) -> Client:
@@ -159,7 +185,7 @@ class Client:
             raise InvalidInput(f"limit must be between 1 and {claim_mod.MAX_BATCH}")
         if lease_seconds is not None and not lease_seconds > 0:
             raise InvalidInput("lease_seconds must be positive")
-        return self._run(
+        return self._claim_run(
             lambda c: claim_mod.jobs_claim(c, queue, owner=owner, limit=limit, lease_seconds=lease_seconds)
         )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import psycopg
@@ -57,13 +57,21 @@ def operation(name: str) -> Iterator[None]:
         metrics.DB_OPERATION_SECONDS.labels(name, outcome).observe(time.perf_counter() - start)
 
 
-def make_pool(dsn: str, *, max_size: int, prepare_threshold: int | None = 5) -> ConnectionPool:
-    """An autocommit connection pool; multi-statement work opens explicit transactions."""
+def make_pool(
+    dsn: str,
+    *,
+    max_size: int,
+    prepare_threshold: int | None = 5,
+    configure: Callable[[psycopg.Connection], None] | None = None,
+) -> ConnectionPool:
+    """An autocommit connection pool; multi-statement work opens explicit transactions.
+    ``configure`` runs on every new connection."""
     pool = ConnectionPool(
         dsn,
         min_size=1,
         max_size=max(1, max_size),
         kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
+        configure=configure,
         open=False,
         name="fairsched",
         reconnect_timeout=300,

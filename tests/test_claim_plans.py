@@ -4,6 +4,7 @@ backlog, shared buffers per claim flat within 1.5x; the recovery sweep's bounded
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +14,17 @@ import pytest
 from psycopg import sql
 
 from fairsched import Client, QueueSettings
-from fairsched.claim import compose_claim
-from fairsched.claimbench import STACKS, backlog_build, claim_buffers, claim_explain
+from fairsched.claim import compose_claim, jobs_claim
+from fairsched.claimbench import (
+    STACKS,
+    ClaimPlan,
+    backlog_build,
+    claim_buffers,
+    claim_explain,
+    claim_session,
+    queue_policies_set,
+)
+from fairsched.settings import Settings
 from fairsched.sql import QUERIES
 from tests.conftest import with_database
 
@@ -112,3 +122,68 @@ def claim_plan_nodes(plan: dict[str, object]) -> list[dict[str, object]]:
         nodes.append(node)
         stack.extend(node.get("Plans", []))  # type: ignore[arg-type]
     return nodes
+
+
+@pytest.mark.parametrize(("threshold", "claim_mode"), [(5, "force_generic_plan"), (None, "auto")])
+def test_claims_run_on_claim_sessions_unless_prepared_statements_are_off(
+    fresh_db: str, threshold: int | None, claim_mode: str
+) -> None:
+    with Client(fresh_db, settings=Settings(prepare_threshold=threshold)) as client:
+        client.declare_queue("plans", QueueSettings(policies=["weighted"]))
+        client.enqueue("plans", {}, tenant="a")
+        assert len(client.claim("plans", owner="w")) == 1
+        with client.claim_pool.connection() as conn:
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == (claim_mode,)
+        with client.pool.connection() as conn:
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == ("auto",)
+
+
+AUTO_EXPLAIN = (
+    "LOAD 'auto_explain'",
+    "SET auto_explain.log_min_duration = 0",
+    "SET auto_explain.log_analyze = on",
+    "SET auto_explain.log_buffers = on",
+    "SET auto_explain.log_format = json",
+    "SET auto_explain.log_level = notice",
+)
+"""auto_explain reports every plan a session executes to its client (tests run as superuser)."""
+
+PREPARED_CLAIMS = """SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+  FROM pg_prepared_statements WHERE statement LIKE 'WITH q AS%'"""
+
+
+def session_claim_plans(dsn: str, names: tuple[str, ...], limit: int, runs: int = 8) -> list[ClaimPlan]:
+    """The plans a claim session executed for ``runs`` rolled-back claims of ``names``
+    (as auto_explain reports them), after checking they ran on the cached generic plan."""
+    reports: list[str] = []
+    with claim_session(dsn) as conn:
+        queue_policies_set(conn, "big", names)
+        conn.add_notice_handler(lambda diag: reports.append(diag.message_primary or ""))
+        for statement in AUTO_EXPLAIN:
+            conn.execute(statement)
+        with conn.transaction(force_rollback=True):  # psycopg forgets what it prepared in a rollback
+            for _ in range(runs):
+                assert len(jobs_claim(conn, "big", owner="plans", limit=limit)) == limit
+            conn.execute("SET LOCAL auto_explain.log_min_duration = -1")
+            counts = conn.execute(PREPARED_CLAIMS).fetchone()
+    assert counts is not None
+    generic, custom = counts
+    assert custom == 0 and generic >= runs - 5, counts  # psycopg prepares at the 5th run
+    plans = [json.loads(r.split("plan:", 1)[1]) for r in reports if "plan:" in r]
+    claims = [p for p in plans if p["Query Text"].startswith("WITH q AS")]
+    assert len(claims) >= runs, [p["Query Text"][:40] for p in plans]
+    return [ClaimPlan(p["Plan"], p["Plan"].get("Actual Rows", 0), 0) for p in claims]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", [1, 10])
+@pytest.mark.parametrize("names", STACKS, ids="+".join)
+def test_a_claim_session_runs_the_index_ordered_generic_plan(
+    small: psycopg.Connection, large: psycopg.Connection, names: tuple[str, ...], limit: int
+) -> None:
+    plans = [p for conn in (small, large) for p in session_claim_plans(conn.info.dsn, names, limit)]
+    for plan in plans:
+        assert plan.rows == limit
+        assert expected_indexes(names) <= plan.index_names(), plan.index_names()
+        assert not plan.sorts_over_jobs()
+        assert not [n for n in plan.nodes() if n["Node Type"] == "Seq Scan" and n["Relation Name"] == "jobs"]

@@ -109,6 +109,10 @@ SELECT t.ord, j.id
 -- The tenant-first claim runs on its generic plan (planning it costs more than running it).
 SET LOCAL plan_cache_mode = force_generic_plan
 
+-- name: claim_session_generic
+-- A claim session: every claim runs on its generic plan.
+SET plan_cache_mode = force_generic_plan
+
 -- name: lease_renew
 -- Heartbeat: extend a held lease when progress advanced, never past max_runtime.
 -- No progress (SQL NULL) never renews and keeps the last reported value.

@@ -16,9 +16,9 @@ WITH q AS (
      ORDER BY (- "j"."priority"), "j"."available_at", "j"."id"
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
-)
-UPDATE fairsched.jobs AS j
-   SET status = 'running',
+), moved AS (
+    UPDATE fairsched.jobs AS j
+       SET status = 'running',
        attempt_count = j.attempt_count + 1,
        lease_owner = %(owner)s,
        lease_token = j.lease_token + 1,
@@ -26,12 +26,17 @@ UPDATE fairsched.jobs AS j
        progress = NULL,
        lease_expires_at = now() + make_interval(
            secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds)),
-       share_counted = false
-  FROM candidate c, q
- WHERE j.id = c.id
-RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
+           share_counted = false
+      FROM q
+     WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidate AS c))
+    RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
           j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
           j.max_attempts,
           coalesce(j.idempotency_key, 'fairsched-job-' || j.id) AS idempotency_key,
           j.priority, j.aggregate_key, j.aggregate_seq, j.created_at, j.started_at,
           coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds
+)
+SELECT m.*
+  FROM unnest(ARRAY(SELECT c.id FROM candidate AS c)) WITH ORDINALITY AS c(id, n)
+  JOIN moved AS m USING (id)
+ ORDER BY c.n
