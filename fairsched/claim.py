@@ -239,6 +239,10 @@ def tenant_first(names: Sequence[str]) -> bool:
     return any(p.orders_tenants for p in resolve(tuple(names)))
 
 
+_GENERIC_SESSIONS: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
+"""The connections :func:`claim_session_configure` made claim sessions."""
+
+
 def claim_session_configure(conn: psycopg.Connection) -> None:
     """Make ``conn`` a claim session: its prepared statements run on their generic plans.
 
@@ -251,9 +255,6 @@ def claim_session_configure(conn: psycopg.Connection) -> None:
     """
     conn.execute(QUERIES["claim_session_generic"])
     _GENERIC_SESSIONS.add(conn)
-
-
-_GENERIC_SESSIONS: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 
 
 def claim_execute(cur: psycopg.Cursor[Lease], names: Sequence[str], params: dict[str, object]) -> list[Lease]:

@@ -83,6 +83,14 @@ def large(server_dsn: str, template_db: str) -> Iterator[psycopg.Connection]:
     yield from _backlog(server_dsn, template_db, 1_000_000)
 
 
+def assert_index_ordered(plan: ClaimPlan, names: tuple[str, ...], limit: int) -> None:
+    """A claim of ``limit`` jobs through the stack's indexes, with no Sort or Seq Scan over jobs."""
+    assert plan.rows == limit
+    assert expected_indexes(names) <= plan.index_names(), plan.index_names()
+    assert not plan.sorts_over_jobs()
+    assert not [n for n in plan.nodes() if n["Node Type"] == "Seq Scan" and n["Relation Name"] == "jobs"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("limit", [1, 10])
 @pytest.mark.parametrize("names", STACKS, ids="+".join)
@@ -90,11 +98,7 @@ def test_claim_plan_is_an_index_scan_with_flat_buffers(
     small: psycopg.Connection, large: psycopg.Connection, names: tuple[str, ...], limit: int
 ) -> None:
     for conn in (small, large):
-        plan = claim_explain(conn, names, "big", limit=limit)
-        assert plan.rows == limit
-        assert expected_indexes(names) <= plan.index_names(), plan.index_names()
-        assert not plan.sorts_over_jobs()
-        assert not [n for n in plan.nodes() if n["Node Type"] == "Seq Scan" and n["Relation Name"] == "jobs"]
+        assert_index_ordered(claim_explain(conn, names, "big", limit=limit), names, limit)
     at_10k = claim_buffers(small, names, "big", limit=limit)
     at_1m = claim_buffers(large, names, "big", limit=limit)
     assert at_1m <= 1.5 * at_10k, (at_10k, at_1m)
@@ -181,9 +185,6 @@ def session_claim_plans(dsn: str, names: tuple[str, ...], limit: int, runs: int 
 def test_a_claim_session_runs_the_index_ordered_generic_plan(
     small: psycopg.Connection, large: psycopg.Connection, names: tuple[str, ...], limit: int
 ) -> None:
-    plans = [p for conn in (small, large) for p in session_claim_plans(conn.info.dsn, names, limit)]
-    for plan in plans:
-        assert plan.rows == limit
-        assert expected_indexes(names) <= plan.index_names(), plan.index_names()
-        assert not plan.sorts_over_jobs()
-        assert not [n for n in plan.nodes() if n["Node Type"] == "Seq Scan" and n["Relation Name"] == "jobs"]
+    for conn in (small, large):
+        for plan in session_claim_plans(conn.info.dsn, names, limit):
+            assert_index_ordered(plan, names, limit)
