@@ -112,20 +112,11 @@ def test_recovery_sweep_uses_the_expired_lease_index_in_bounded_batches(large: p
     with large.transaction(force_rollback=True):
         row = large.execute(statement, {"batch": 100}).fetchone()
     assert row is not None
-    plan = claim_plan_nodes(row[0][0]["Plan"])
+    plan = list(ClaimPlan(row[0][0]["Plan"], 0, 0).nodes())
     scans = [n for n in plan if n.get("Index Name") == "jobs_expired_lease_idx"]
     assert scans and all(n["Actual Rows"] <= 100 for n in scans)
     assert any(n["Node Type"] == "Limit" for n in plan)
     assert not [n for n in plan if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"]
-
-
-def claim_plan_nodes(plan: dict[str, object]) -> list[dict[str, object]]:
-    nodes, stack = [], [plan]
-    while stack:
-        node = stack.pop()
-        nodes.append(node)
-        stack.extend(node.get("Plans", []))  # type: ignore[arg-type]
-    return nodes
 
 
 @pytest.mark.parametrize(("threshold", "claim_mode"), [(5, "force_generic_plan"), (None, "auto")])
