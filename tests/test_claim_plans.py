@@ -1,6 +1,7 @@
 """The composed claim: a snapshot of every stack's rendered SQL, and its plan on a 10k and
 a 1M-job backlog (1k tenants, 10k aggregates): the index it uses, no Sort over the
-backlog, shared buffers per claim flat within 1.5x; the recovery sweep's bounded plan."""
+backlog, shared buffers per claim flat within 1.5x; the recovery sweep's bounded plan;
+the fenced transitions' lookups by id."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from fairsched.claimbench import (
     claim_session,
     queue_policies_set,
 )
+from fairsched.enqueue import JobSpec
+from fairsched.lease import Failure, FailureKind, lease_release, lease_renew, leases_complete, leases_fail
 from fairsched.settings import Settings
 from fairsched.sql import QUERIES
 from tests.conftest import with_database
@@ -179,3 +182,36 @@ def test_a_claim_session_runs_the_index_ordered_generic_plan(
     for conn in (small, large):
         for plan in session_claim_plans(conn.info.dsn, names, limit):
             assert_index_ordered(plan, names, limit)
+
+
+@pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])
+def test_fenced_transitions_look_their_jobs_up_by_id_whatever_analyze_saw(client: Client, mode: str) -> None:
+    """Heartbeat, completion, failure and release probe ``jobs_pkey``, on generic plans
+    and on custom plans of a large batch, even where the last ANALYZE saw no running
+    job (a backlog analyzed before the workers started): a plan through
+    ``jobs_expired_lease_idx`` or a Seq Scan of jobs reads every running job per call."""
+    client.declare_queue("fence", QueueSettings())
+    client.enqueue_many("fence", [JobSpec({}, "t") for _ in range(5000)])
+    with client.pool.connection() as conn:
+        conn.execute("ANALYZE fairsched.jobs")
+    renewed, failed, released, *completed = client.claim("fence", owner="w", limit=303)
+    reports: list[str] = []
+    with psycopg.connect(client.dsn, autocommit=True, prepare_threshold=0) as conn:
+        conn.add_notice_handler(lambda diag: reports.append(diag.message_primary or ""))
+        for statement in (*AUTO_EXPLAIN, sql.SQL("SET plan_cache_mode = {}").format(sql.Identifier(mode))):
+            conn.execute(statement)
+        assert lease_renew(conn, renewed, progress=1) is not None
+        assert leases_complete(conn, completed) == {lease.id for lease in completed}
+        failure = Failure(failed, FailureKind.RETRYABLE, "boom", "boom")
+        assert leases_fail(conn, [failure])[failed.id].held
+        assert lease_release(conn, released)
+        conn.execute("SET auto_explain.log_min_duration = -1")
+    ran = [json.loads(r.split("plan:", 1)[1]) for r in reports if "plan:" in r]
+    fenced = ("lease_renew", "leases_complete", "leases_fail", "lease_release")
+    firsts = {QUERIES[name].splitlines()[0] for name in fenced}
+    plans = [ClaimPlan(p["Plan"], 0, 0) for p in ran if p["Query Text"].splitlines()[0] in firsts]
+    assert len(plans) == len(fenced), [p["Query Text"][:40] for p in ran]
+    for plan in plans:
+        assert "jobs_pkey" in plan.index_names(), plan.index_names()
+        assert "jobs_expired_lease_idx" not in plan.index_names(), plan.index_names()
+        assert not [n for n in plan.nodes() if n["Node Type"] == "Seq Scan" and n["Relation Name"] == "jobs"]

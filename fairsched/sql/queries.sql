@@ -116,6 +116,13 @@ SET plan_cache_mode = force_generic_plan
 -- name: lease_renew
 -- Heartbeat: extend a held lease when progress advanced, never past max_runtime.
 -- No progress (SQL NULL) never renews and keeps the last reported value.
+-- Every fenced transition looks its rows up by id, whatever the last ANALYZE saw: where
+-- it saw few running jobs, a bare `j.status = 'running'` would have the planner scan
+-- jobs_expired_lease_idx (every running job's entry, and each dead one) or the whole
+-- table. `(j.status = 'running') IS TRUE` keeps the partial index out, and the batch
+-- transitions probe `j.id = ANY (ARRAY(SELECT ...))`, an array the planner takes to be
+-- small whatever its size (joined to its input, the update would be planned on the
+-- input's and the table's estimates).
 UPDATE fairsched.jobs AS j
    SET lease_expires_at = CASE
            WHEN %(progress)s::jsonb IS NOT NULL AND j.progress IS DISTINCT FROM %(progress)s::jsonb
@@ -127,7 +134,7 @@ UPDATE fairsched.jobs AS j
   FROM fairsched.queues AS q
  WHERE q.name = j.queue_name
    AND j.id = %(id)s
-   AND j.status = 'running'
+   AND (j.status = 'running') IS TRUE
    AND j.lease_owner = %(owner)s
    AND j.lease_token = %(token)s
    AND j.lease_expires_at > now()
@@ -135,17 +142,15 @@ RETURNING j.lease_expires_at
 
 -- name: leases_complete
 -- Mark held leases succeeded (arrays of id and token); records each attempt and
--- audits every lease that no longer held. Returns the ids that completed.
-WITH input AS (
-    SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS t(id, token)
-), done AS (
+-- audits every lease that no longer held. Returns the ids that completed. Rows are
+-- looked up by id (see lease_renew); each row's token is found by its id's position.
+WITH done AS (
     UPDATE fairsched.jobs AS j
        SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL
-      FROM input i
-     WHERE j.id = i.id
-       AND j.status = 'running'
+     WHERE j.id = ANY (ARRAY(SELECT unnest(%(ids)s::bigint[])))
+       AND (j.status = 'running') IS TRUE
        AND j.lease_owner = %(owner)s
-       AND j.lease_token = i.token
+       AND j.lease_token = (%(tokens)s::bigint[])[array_position(%(ids)s::bigint[], j.id)]
        AND j.lease_expires_at > now()
     RETURNING j.id, j.attempt_count, j.lease_token, j.lease_owner, j.started_at
 ), audit AS (
@@ -155,33 +160,33 @@ WITH input AS (
     INSERT INTO fairsched.job_events (job_id, kind, detail)
     SELECT i.id, 'stale_completion_rejected',
            jsonb_build_object('op', 'complete', 'token', i.token, 'owner', %(owner)s)
-      FROM input i
-     WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id)
+      FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS i(id, token)
+     WHERE (SELECT count(*) FROM done) < cardinality(%(ids)s::bigint[])
+       AND i.id <> ALL (ARRAY(SELECT d.id FROM done AS d))
 )
 SELECT id FROM done
 
 -- name: leases_fail
 -- Record failed attempts of one owner in one statement (arrays of id, token, kind,
 -- code, error), as lease_fail does for one; returns the ids that held, with where
--- each job went.
-WITH input AS (
-    SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(kinds)s::text[],
-                         %(codes)s::text[], %(errors)s::text[]) AS t(id, token, kind, code, error)
-), target AS (
-    SELECT j.id, i.code, i.error,
-           (i.kind = 'permanent'
-            OR j.attempt_count >= CASE WHEN i.kind = 'unknown'
+-- each job went. Rows are looked up by id (see lease_renew); each row's token, kind,
+-- code and error are found by its id's position.
+WITH target AS (
+    SELECT j.id, (%(codes)s::text[])[p.n] AS code, (%(errors)s::text[])[p.n] AS error,
+           ((%(kinds)s::text[])[p.n] = 'permanent'
+            OR j.attempt_count >= CASE WHEN (%(kinds)s::text[])[p.n] = 'unknown'
                                        THEN least(j.max_attempts, q.unknown_max_attempts)
                                        ELSE j.max_attempts END) AS exhausted,
            random() * least(q.backoff_max_seconds,
                             q.backoff_base_seconds * power(2, least(j.attempt_count - 1, 60)))
                AS delay
-      FROM input i
-      JOIN fairsched.jobs AS j ON j.id = i.id
+      FROM fairsched.jobs AS j
       JOIN fairsched.queues AS q ON q.name = j.queue_name
-     WHERE j.status = 'running'
+     CROSS JOIN LATERAL (SELECT array_position(%(ids)s::bigint[], j.id) AS n) AS p
+     WHERE j.id = ANY (ARRAY(SELECT unnest(%(ids)s::bigint[])))
+       AND (j.status = 'running') IS TRUE
        AND j.lease_owner = %(owner)s
-       AND j.lease_token = i.token
+       AND j.lease_token = (%(tokens)s::bigint[])[p.n]
        AND j.lease_expires_at > now()
      ORDER BY j.id
        FOR UPDATE OF j
@@ -208,8 +213,9 @@ WITH input AS (
     INSERT INTO fairsched.job_events (job_id, kind, detail)
     SELECT i.id, 'stale_completion_rejected',
            jsonb_build_object('op', 'fail', 'token', i.token, 'owner', %(owner)s::text)
-      FROM input i
-     WHERE NOT EXISTS (SELECT 1 FROM moved m WHERE m.id = i.id)
+      FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS i(id, token)
+     WHERE (SELECT count(*) FROM moved) < cardinality(%(ids)s::bigint[])
+       AND i.id <> ALL (ARRAY(SELECT m.id FROM moved AS m))
 )
 SELECT id, status, available_at FROM moved
 
@@ -220,7 +226,7 @@ WITH moved AS (
        SET status = 'pending', available_at = now(), lease_expires_at = NULL,
            attempt_count = j.attempt_count - 1
      WHERE j.id = %(id)s
-       AND j.status = 'running'
+       AND (j.status = 'running') IS TRUE
        AND j.lease_owner = %(owner)s
        AND j.lease_token = %(token)s
        AND j.lease_expires_at > now()
