@@ -98,7 +98,9 @@ def leases_complete(conn: psycopg.Connection, leases: Sequence[Lease]) -> set[in
     owners = {lease.owner for lease in leases}
     if len(owners) != 1:
         raise ValueError("leases_complete takes leases of a single owner")
-    needed = settle_needed(conn, {lease.queue for lease in leases})
+    # The statement settles the shares itself: a transaction only for serial
+    # aggregates and policies' on_finish hooks.
+    needed = settle_needed(conn, {lease.queue for lease in leases}, shares=False)
     with settling(conn, needed):
         with operation("leases_complete"):
             rows = conn.execute(
@@ -111,7 +113,7 @@ def leases_complete(conn: psycopg.Connection, leases: Sequence[Lease]) -> set[in
             ).fetchall()
         done = {row[0] for row in rows}
         if needed:
-            jobs_settle(conn, sorted(done))
+            jobs_settle(conn, sorted(done), shares=False)
     for lease in leases:
         if lease.id not in done:
             metrics.STALE_COMPLETIONS.labels(lease.queue, "complete").inc()
@@ -243,21 +245,25 @@ def settling(conn: psycopg.Connection, needed: bool) -> AbstractContextManager[o
     return conn.transaction() if needed else nullcontext()
 
 
-def settle_needed(conn: psycopg.Connection, queues: set[str]) -> bool:
-    """Whether jobs of these queues leaving ``running`` touch any policy state."""
+def settle_needed(conn: psycopg.Connection, queues: set[str], *, shares: bool = True) -> bool:
+    """Whether jobs of these queues leaving ``running`` touch any policy state (other
+    than the weighted shares, with ``shares=False``)."""
     for queue in queues:
         stack = queue_stack(conn, queue)
-        if stack.weighted or stack.serial:
+        if (stack.weighted and shares) or stack.serial:
             return True
         if any(type(p).on_finish is not BasePolicy.on_finish for p in stack.policies):
             return True
     return False
 
 
-def jobs_settle(conn: psycopg.Connection, ids: Sequence[int], *, left_running: bool = True) -> None:
+def jobs_settle(
+    conn: psycopg.Connection, ids: Sequence[int], *, left_running: bool = True, shares: bool = True
+) -> None:
     """Policy state after jobs left ``running`` (or came back to ``pending``).
 
-    Frees weighted running slots (and charges run time), advances serial
+    Frees weighted running slots and charges run time (unless ``shares=False``: the
+    transition's statement did), advances serial
     aggregates (a dead head blocks in poison mode ``block``), brings tenants
     with pending work back into the selection, and calls each policy's
     ``on_finish``. Run it in the transaction of the transition.
@@ -273,7 +279,7 @@ def jobs_settle(conn: psycopg.Connection, ids: Sequence[int], *, left_running: b
         stack = queue_stack(conn, queue)
         queue_ids = [job[0] for job in jobs]
         pending = [(job[1], job[5]) for job in jobs if job[2] == "pending"]
-        if stack.weighted and left_running:
+        if stack.weighted and left_running and shares:
             with operation("tenant_shares_finish"):
                 conn.execute(QUERIES["tenant_shares_finish"], {"ids": queue_ids})
         if any(job[3] for job in jobs):

@@ -103,38 +103,8 @@ RETURNING t.queue_name, t.tenant, t.active
 
 -- name: tenant_shares_finish
 -- Jobs of weighted queues left running: release the running slots their claims
--- counted, in this backend's shard of `tenant_releases` (never the share rows that
--- claimers lock), and with charge = runtime correct the charge by measured run time
--- (estimate: moving average) on the share row.
-WITH ended AS (
-    SELECT j.queue_name, j.tenant, count(*) AS n,
-           count(*) FILTER (WHERE j.share_counted) AS counted,
-           sum(greatest(extract(epoch FROM now() - j.started_at), 0.001)) AS seconds
-      FROM fairsched.jobs j
-     WHERE j.id = ANY(%(ids)s::bigint[])
-     GROUP BY j.queue_name, j.tenant
-), released AS (
-    INSERT INTO fairsched.tenant_releases AS r (queue_name, tenant, shard, released)
-    SELECT queue_name, tenant, mod(pg_backend_pid(), 16), counted
-      FROM ended
-     WHERE counted > 0
-     ORDER BY queue_name, tenant
-    ON CONFLICT (queue_name, tenant, shard) DO UPDATE SET released = r.released + excluded.released
-), locked AS MATERIALIZED (
-    SELECT t.queue_name, t.tenant
-      FROM fairsched.tenant_shares t
-      JOIN ended e USING (queue_name, tenant)
-      JOIN fairsched.queues q ON q.name = t.queue_name AND q.charge = 'runtime'
-     ORDER BY t.tenant
-       FOR NO KEY UPDATE OF t
-)
-UPDATE fairsched.tenant_shares AS t
-   SET pass = t.pass + (e.seconds - e.n * t.runtime_estimate) / t.weight,
-       charged_total = t.charged_total + e.seconds - e.n * t.runtime_estimate,
-       runtime_estimate = 0.8 * t.runtime_estimate + 0.2 * e.seconds / e.n,
-       updated_at = now()
-  FROM ended e JOIN locked USING (queue_name, tenant)
- WHERE t.queue_name = e.queue_name AND t.tenant = e.tenant
+-- counted and correct runtime charges (migrations/044_tenant_shares_finish.sql).
+SELECT fairsched.tenant_shares_finish(%(ids)s::bigint[])
 
 -- name: tenant_share_set
 -- Set a tenant's weight and/or cap on a queue (NULL keeps the current value; cap 0 clears it).

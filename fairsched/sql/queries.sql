@@ -141,9 +141,10 @@ UPDATE fairsched.jobs AS j
 RETURNING j.lease_expires_at
 
 -- name: leases_complete
--- Mark held leases succeeded (arrays of id and token); records each attempt and
--- audits every lease that no longer held. Returns the ids that completed. Rows are
--- looked up by id (see lease_renew); each row's token is found by its id's position.
+-- Mark held leases succeeded (arrays of id and token); records each attempt, settles
+-- the shares of the jobs weighted claims counted (fairsched.tenant_shares_finish),
+-- and audits every lease that no longer held. Returns the ids that completed. Rows
+-- are looked up by id (see lease_renew); each row's token is found by its id's position.
 WITH done AS (
     UPDATE fairsched.jobs AS j
        SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL
@@ -152,7 +153,7 @@ WITH done AS (
        AND j.lease_owner = %(owner)s
        AND j.lease_token = (%(tokens)s::bigint[])[array_position(%(ids)s::bigint[], j.id)]
        AND j.lease_expires_at > now()
-    RETURNING j.id, j.attempt_count, j.lease_token, j.lease_owner, j.started_at
+    RETURNING j.id, j.attempt_count, j.lease_token, j.lease_owner, j.started_at, j.share_counted
 ), audit AS (
     INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at, outcome)
     SELECT id, attempt_count, lease_token, lease_owner, started_at, 'succeeded' FROM done
@@ -163,8 +164,11 @@ WITH done AS (
       FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS i(id, token)
      WHERE (SELECT count(*) FROM done) < cardinality(%(ids)s::bigint[])
        AND i.id <> ALL (ARRAY(SELECT d.id FROM done AS d))
+), shares AS (
+    SELECT fairsched.tenant_shares_finish(ARRAY(SELECT d.id FROM done AS d WHERE d.share_counted))
+     WHERE EXISTS (SELECT 1 FROM done AS d WHERE d.share_counted)
 )
-SELECT id FROM done
+SELECT d.id FROM done AS d LEFT JOIN shares ON true
 
 -- name: leases_fail
 -- Record failed attempts of one owner in one statement (arrays of id, token, kind,
