@@ -81,6 +81,10 @@ class ClaimPlan:
         """The indexes the plan scans."""
         return {n["Index Name"] for n in self.nodes() if "Index Name" in n}
 
+    def seq_scans_over_jobs(self) -> list[dict[str, Any]]:
+        """Seq Scan nodes that read ``fairsched.jobs``."""
+        return [n for n in self.nodes() if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"]
+
     def sorts_over_jobs(self) -> list[dict[str, Any]]:
         """Sort nodes whose input reads ``fairsched.jobs`` (a sort over the backlog).
         A CTE or subquery evaluated under a sort is not its input: its own sorts count."""

@@ -9,6 +9,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -91,7 +92,7 @@ def assert_index_ordered(plan: ClaimPlan, names: tuple[str, ...], limit: int) ->
     assert plan.rows == limit
     assert expected_indexes(names) <= plan.index_names(), plan.index_names()
     assert not plan.sorts_over_jobs()
-    assert not [n for n in plan.nodes() if n["Node Type"] == "Seq Scan" and n["Relation Name"] == "jobs"]
+    assert not plan.seq_scans_over_jobs()
 
 
 @pytest.mark.slow
@@ -115,11 +116,11 @@ def test_recovery_sweep_uses_the_expired_lease_index_in_bounded_batches(large: p
     with large.transaction(force_rollback=True):
         row = large.execute(statement, {"batch": 100}).fetchone()
     assert row is not None
-    plan = list(ClaimPlan(row[0][0]["Plan"], 0, 0).nodes())
-    scans = [n for n in plan if n.get("Index Name") == "jobs_expired_lease_idx"]
+    plan = ClaimPlan(row[0][0]["Plan"], 0, 0)
+    scans = [n for n in plan.nodes() if n.get("Index Name") == "jobs_expired_lease_idx"]
     assert scans and all(n["Actual Rows"] <= 100 for n in scans)
-    assert any(n["Node Type"] == "Limit" for n in plan)
-    assert not [n for n in plan if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"]
+    assert any(n["Node Type"] == "Limit" for n in plan.nodes())
+    assert not plan.seq_scans_over_jobs()
 
 
 @pytest.mark.parametrize(("threshold", "claim_mode"), [(5, "force_generic_plan"), (None, "auto")])
@@ -146,6 +147,21 @@ AUTO_EXPLAIN = (
 )
 """auto_explain reports every plan a session executes to its client (tests run as superuser)."""
 
+
+def auto_explained(conn: psycopg.Connection) -> list[str]:
+    """Turn auto_explain on for ``conn``; the returned list collects its reports."""
+    reports: list[str] = []
+    conn.add_notice_handler(lambda diag: reports.append(diag.message_primary or ""))
+    for statement in AUTO_EXPLAIN:
+        conn.execute(statement)
+    return reports
+
+
+def reported_plans(reports: list[str]) -> list[dict[str, Any]]:
+    """The plans (EXPLAIN JSON, with their query text) among auto_explain's reports."""
+    return [json.loads(r.split("plan:", 1)[1]) for r in reports if "plan:" in r]
+
+
 PREPARED_CLAIMS = """SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
   FROM pg_prepared_statements WHERE statement LIKE 'WITH q AS%'"""
 
@@ -153,12 +169,9 @@ PREPARED_CLAIMS = """SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom
 def session_claim_plans(dsn: str, names: tuple[str, ...], limit: int, runs: int = 8) -> list[ClaimPlan]:
     """The plans a claim session executed for ``runs`` rolled-back claims of ``names``
     (as auto_explain reports them), after checking they ran on the cached generic plan."""
-    reports: list[str] = []
     with claim_session(dsn) as conn:
         queue_policies_set(conn, "big", names)
-        conn.add_notice_handler(lambda diag: reports.append(diag.message_primary or ""))
-        for statement in AUTO_EXPLAIN:
-            conn.execute(statement)
+        reports = auto_explained(conn)
         with conn.transaction(force_rollback=True):  # psycopg forgets what it prepared in a rollback
             for _ in range(runs):
                 assert len(jobs_claim(conn, "big", owner="plans", limit=limit)) == limit
@@ -167,7 +180,7 @@ def session_claim_plans(dsn: str, names: tuple[str, ...], limit: int, runs: int 
     assert counts is not None
     generic, custom = counts
     assert custom == 0 and generic >= runs - 5, counts  # psycopg prepares at the 5th run
-    plans = [json.loads(r.split("plan:", 1)[1]) for r in reports if "plan:" in r]
+    plans = reported_plans(reports)
     claims = [p for p in plans if p["Query Text"].startswith("WITH q AS")]
     assert len(claims) >= runs, [p["Query Text"][:40] for p in plans]
     return [ClaimPlan(p["Plan"], p["Plan"].get("Actual Rows", 0), 0) for p in claims]
@@ -195,18 +208,16 @@ def test_fenced_transitions_look_their_jobs_up_by_id_whatever_analyze_saw(client
     with client.pool.connection() as conn:
         conn.execute("ANALYZE fairsched.jobs")
     renewed, failed, released, *completed = client.claim("fence", owner="w", limit=303)
-    reports: list[str] = []
     with psycopg.connect(client.dsn, autocommit=True, prepare_threshold=0) as conn:
-        conn.add_notice_handler(lambda diag: reports.append(diag.message_primary or ""))
-        for statement in (*AUTO_EXPLAIN, sql.SQL("SET plan_cache_mode = {}").format(sql.Identifier(mode))):
-            conn.execute(statement)
+        reports = auto_explained(conn)
+        conn.execute(sql.SQL("SET plan_cache_mode = {}").format(sql.Identifier(mode)))
         assert lease_renew(conn, renewed, progress=1) is not None
         assert leases_complete(conn, completed) == {lease.id for lease in completed}
         failure = Failure(failed, FailureKind.RETRYABLE, "boom", "boom")
         assert leases_fail(conn, [failure])[failed.id].held
         assert lease_release(conn, released)
         conn.execute("SET auto_explain.log_min_duration = -1")
-    ran = [json.loads(r.split("plan:", 1)[1]) for r in reports if "plan:" in r]
+    ran = reported_plans(reports)
     fenced = ("lease_renew", "leases_complete", "leases_fail", "lease_release")
     firsts = {QUERIES[name].splitlines()[0] for name in fenced}
     plans = [ClaimPlan(p["Plan"], 0, 0) for p in ran if p["Query Text"].splitlines()[0] in firsts]
@@ -214,4 +225,4 @@ def test_fenced_transitions_look_their_jobs_up_by_id_whatever_analyze_saw(client
     for plan in plans:
         assert "jobs_pkey" in plan.index_names(), plan.index_names()
         assert "jobs_expired_lease_idx" not in plan.index_names(), plan.index_names()
-        assert not [n for n in plan.nodes() if n["Node Type"] == "Seq Scan" and n["Relation Name"] == "jobs"]
+        assert not plan.seq_scans_over_jobs()
