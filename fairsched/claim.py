@@ -24,7 +24,7 @@ See ``docs/claim-design.md``.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import psycopg
@@ -111,12 +111,7 @@ _TENANT_FIRST = """WITH q AS (
      ORDER BY t.pass, t.tenant
      LIMIT %(limit)s
 ), quota AS MATERIALIZED (
-    SELECT s.tenant, count(*)::int AS n
-      FROM (SELECT t.tenant
-              FROM tenants AS t CROSS JOIN LATERAL generate_series(1, t.room) AS k(k)
-             ORDER BY t.pass + k.k * t.cost / t.weight, t.tenant
-             LIMIT %(limit)s) AS s
-     GROUP BY s.tenant
+    {quota}
 ), candidate AS MATERIALIZED (
     SELECT c.id, qt.tenant
       FROM quota AS qt
@@ -129,13 +124,9 @@ _TENANT_FIRST = """WITH q AS (
          LIMIT qt.n
            FOR UPDATE SKIP LOCKED) AS c
 ), locked AS MATERIALIZED (
-    SELECT l.tenant
-      FROM (SELECT DISTINCT tenant FROM candidate ORDER BY tenant) AS c
-     CROSS JOIN LATERAL (
-        SELECT t.tenant
-          FROM fairsched.tenant_shares AS t
-         WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
-           FOR NO KEY UPDATE) AS l
+    SELECT c.tenant, c.n, c.ids
+      FROM (SELECT tenant, count(*)::int AS n, array_agg(id) AS ids
+              FROM candidate GROUP BY tenant ORDER BY tenant) AS c{lock}
 ), charged AS (
     UPDATE fairsched.tenant_shares AS t
        SET pass = t.pass + c.n * tn.cost / t.weight,
@@ -143,19 +134,38 @@ _TENANT_FIRST = """WITH q AS (
            claimed_total = t.claimed_total + c.n,
            charged_total = t.charged_total + c.n * tn.cost,
            updated_at = now()
-      FROM (SELECT tenant, count(*)::int AS n FROM candidate GROUP BY tenant) AS c
-      JOIN tenants AS tn USING (tenant) JOIN locked USING (tenant), q
-     WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
+      FROM locked AS c JOIN tenants AS tn USING (tenant), q
+     WHERE t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT l.tenant FROM locked AS l))
+       AND t.tenant = c.tenant
        AND (coalesce(t.cap, q.tenant_cap) IS NULL
             OR {running} + c.n <= coalesce(t.cap, q.tenant_cap))
-    RETURNING t.tenant
+    RETURNING c.ids
 )
 UPDATE fairsched.jobs AS j
    SET {set_running},
        share_counted = true
-  FROM candidate c, q
- WHERE j.id = c.id AND c.tenant IN (SELECT tenant FROM charged)
+  FROM q
+ WHERE j.id = ANY (ARRAY(SELECT unnest(c.ids) FROM charged AS c))
 RETURNING {returning}"""
+
+# How many jobs each chosen tenant gets: stride water-filling over the virtual finish
+# tags ``pass + k * cost / weight``. A claim of one job takes the one tenant chosen.
+_QUOTA = """SELECT s.tenant, count(*)::int AS n
+      FROM (SELECT t.tenant
+              FROM tenants AS t CROSS JOIN LATERAL generate_series(1, t.room) AS k(k)
+             ORDER BY t.pass + k.k * t.cost / t.weight, t.tenant
+             LIMIT %(limit)s) AS s
+     GROUP BY s.tenant"""
+_QUOTA_ONE = "SELECT t.tenant, 1 AS n FROM tenants AS t"
+
+# The chosen tenants' share rows, locked in tenant order before the charge updates them
+# (one lock order everywhere). A claim of one job charges one tenant: its update locks it.
+_LOCK = """
+     CROSS JOIN LATERAL (
+        SELECT
+          FROM fairsched.tenant_shares AS t
+         WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
+           FOR NO KEY UPDATE) AS l"""
 
 _SET_RUNNING = """status = 'running',
        attempt_count = j.attempt_count + 1,
@@ -196,8 +206,14 @@ def stack_order(stack: Sequence[Policy]) -> tuple[OrderTerm, ...]:
 
 
 @lru_cache(maxsize=128)
-def compose_claim(names: tuple[str, ...] = ("fifo",)) -> sql.Composed:
-    """The claim statement of a policy stack (cached per stack)."""
+def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -> sql.Composed:
+    """The claim statement of a policy stack (cached per stack and shape).
+
+    ``single``: the tenant-first statement of a claim of one job, which takes the one
+    tenant chosen (no quota to spread) and leaves locking its share row to the charge
+    (no lock order to keep). Run with ``limit`` 1 it claims what the general statement
+    would; the job-first statement has one shape.
+    """
     stack = resolve(names)
     terms = stack_order(stack)
     order = sql.SQL(", ").join(_order_term(term) for term in terms)
@@ -212,7 +228,14 @@ def compose_claim(names: tuple[str, ...] = ("fifo",)) -> sql.Composed:
         set_running=sql.SQL(_SET_RUNNING),
         running=sql.SQL(_TENANT_RUNNING),
         returning=sql.SQL(_RETURNING),
+        quota=sql.SQL(_QUOTA_ONE if single else _QUOTA),
+        lock=sql.SQL("" if single else _LOCK),
     )
+
+
+def claim_statement(names: Sequence[str], params: Mapping[str, object]) -> sql.Composed:
+    """The statement a stack's claim with ``params`` (:func:`claim_params`) runs."""
+    return compose_claim(tuple(names), single=params["limit"] == 1 and tenant_first(names))
 
 
 def _order_term(term: OrderTerm) -> sql.Composable:
@@ -264,7 +287,7 @@ def claim_execute(cur: psycopg.Cursor[Lease], names: Sequence[str], params: dict
     statement still runs on its generic plan, set for its own transaction; the
     job-first statement plans in ~0.2 ms and keeps the default there.
     """
-    statement = compose_claim(tuple(names))
+    statement = claim_statement(names, params)
     if cur.connection in _GENERIC_SESSIONS or not tenant_first(names):
         return cur.execute(statement, params).fetchall()
     with cur.connection.transaction():

@@ -22,7 +22,7 @@ from fairsched.claim import (
     claim_execute,
     claim_params,
     claim_session_configure,
-    compose_claim,
+    claim_statement,
     jobs_claim,
     tenant_first,
 )
@@ -81,9 +81,11 @@ class ClaimPlan:
         """The indexes the plan scans."""
         return {n["Index Name"] for n in self.nodes() if "Index Name" in n}
 
-    def seq_scans_over_jobs(self) -> list[dict[str, Any]]:
-        """Seq Scan nodes that read ``fairsched.jobs``."""
-        return [n for n in self.nodes() if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"]
+    def seq_scans_over(self, relation: str = "jobs") -> list[dict[str, Any]]:
+        """Seq Scan nodes that read ``fairsched.<relation>``."""
+        return [
+            n for n in self.nodes() if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == relation
+        ]
 
     def sorts_over_jobs(self) -> list[dict[str, Any]]:
         """Sort nodes whose input reads ``fairsched.jobs`` (a sort over the backlog).
@@ -109,8 +111,8 @@ def claim_explain(conn: psycopg.Connection, names: Sequence[str], queue: str, *,
 
     EXPLAIN plans for the bound values (a custom plan); ``tests/test_claim_plans.py``
     also checks the generic plans a claim session runs, through auto_explain."""
-    statement = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}").format(compose_claim(tuple(names)))
     params = claim_params(queue, owner="explain", limit=limit, lease_seconds=None)
+    statement = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}").format(claim_statement(names, params))
     with conn.transaction(force_rollback=True):
         if tenant_first(names):
             conn.execute(QUERIES["claim_plan_generic"])

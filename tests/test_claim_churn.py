@@ -31,7 +31,7 @@ def test_claim_plan_stays_index_ordered_under_churn(fresh_db: str, names: tuple[
     assert plan.rows == 10
     assert expected_indexes(names) <= plan.index_names(), plan.index_names()
     assert not plan.sorts_over_jobs()
-    assert not plan.seq_scans_over_jobs()
+    assert not plan.seq_scans_over()
     assert figure.churned_buffers <= 1.5 * figure.fresh_buffers, (
         figure.fresh_buffers,
         figure.churned_buffers,

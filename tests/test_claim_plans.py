@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 
 from fairsched import Client, QueueSettings
-from fairsched.claim import compose_claim, jobs_claim
+from fairsched.claim import claim_params, compose_claim, jobs_claim, tenant_first
 from fairsched.claimbench import (
     STACKS,
     ClaimPlan,
@@ -27,7 +27,15 @@ from fairsched.claimbench import (
     queue_policies_set,
 )
 from fairsched.enqueue import JobSpec
-from fairsched.lease import Failure, FailureKind, lease_release, lease_renew, leases_complete, leases_fail
+from fairsched.lease import (
+    Failure,
+    FailureKind,
+    Lease,
+    lease_release,
+    lease_renew,
+    leases_complete,
+    leases_fail,
+)
 from fairsched.settings import Settings
 from fairsched.sql import QUERIES
 from tests.conftest import with_database
@@ -45,10 +53,16 @@ def expected_indexes(names: tuple[str, ...]) -> set[str]:
     return {JOB_INDEX[order]}
 
 
-@pytest.mark.parametrize("names", STACKS, ids="+".join)
-def test_rendered_claim_matches_its_snapshot(names: tuple[str, ...]) -> None:
-    rendered = compose_claim(names).as_string(None) + "\n"
-    path = SNAPSHOTS / f"claim-{'+'.join(names)}.sql"
+SHAPES = [(names, False) for names in STACKS] + [(names, True) for names in STACKS if tenant_first(names)]
+"""Every stack's claim statement, and the single-job shape of the tenant-first ones."""
+
+
+@pytest.mark.parametrize(
+    ("names", "single"), SHAPES, ids=lambda v: "+".join(v) if isinstance(v, tuple) else ""
+)
+def test_rendered_claim_matches_its_snapshot(names: tuple[str, ...], single: bool) -> None:
+    rendered = compose_claim(names, single=single).as_string(None) + "\n"
+    path = SNAPSHOTS / f"claim-{'+'.join(names)}{'-single' if single else ''}.sql"
     if os.environ.get("FAIRSCHED_UPDATE_SNAPSHOTS"):
         path.write_text(rendered)
     assert path.read_text() == rendered, f"{path.name} changed; review, then FAIRSCHED_UPDATE_SNAPSHOTS=1"
@@ -57,6 +71,39 @@ def test_rendered_claim_matches_its_snapshot(names: tuple[str, ...]) -> None:
 def test_the_composer_caches_per_stack() -> None:
     assert compose_claim(("weighted", "aging")) is compose_claim(("weighted", "aging"))
     assert compose_claim(("aging",)) is not compose_claim(("fifo",))
+
+
+@pytest.mark.parametrize("names", [names for names in STACKS if tenant_first(names)], ids="+".join)
+def test_a_claim_of_one_takes_the_job_the_general_statement_takes(
+    fresh_db: str, names: tuple[str, ...]
+) -> None:
+    """Claim after claim, over weights, caps, completions and a tenant running dry, the
+    single-job shape leases the job the general statement would at ``limit`` 1."""
+    with Client(fresh_db) as client:
+        client.declare_queue("one", QueueSettings(policies=list(names), tenant_cap=3))
+        for tenant, weight in (("a", 1.0), ("b", 2.0), ("c", 5.0)):
+            client.set_tenant_share("one", tenant, weight=weight)
+        specs = [JobSpec({}, tenant, priority=n % 3) for n in range(20) for tenant in ("a", "b", "c")]
+        client.enqueue_many("one", [*specs, JobSpec({}, "d")])
+    params = claim_params("one", owner="t", limit=1, lease_seconds=None)
+    running: list[Lease] = []
+    taken = []
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        for step in range(45):
+            picks = []
+            for single in (True, False):
+                with conn.transaction(force_rollback=True), conn.cursor() as cur:
+                    rows = cur.execute(compose_claim(names, single=single), params).fetchall()
+                    picks.append([row[0] for row in rows])
+            assert picks[0] == picks[1], step
+            leases = jobs_claim(conn, "one", owner="t", limit=1)
+            assert not picks[0] or [lease.id for lease in leases] == picks[0], step
+            running += leases
+            taken += [lease.tenant for lease in leases]
+            if step % 2:
+                leases_complete(conn, running[:1])
+                running = running[1:]
+    assert set(taken) == {"a", "b", "c", "d"} and taken.count("c") > taken.count("b") > taken.count("a")
 
 
 def _backlog(server_dsn: str, template_db: str, jobs: int) -> Iterator[psycopg.Connection]:
@@ -88,11 +135,13 @@ def large(server_dsn: str, template_db: str) -> Iterator[psycopg.Connection]:
 
 
 def assert_index_ordered(plan: ClaimPlan, names: tuple[str, ...], limit: int) -> None:
-    """A claim of ``limit`` jobs through the stack's indexes, with no Sort or Seq Scan over jobs."""
+    """A claim of ``limit`` jobs through the stack's indexes, with no Sort or Seq Scan over
+    jobs and no Seq Scan over the share rows."""
     assert plan.rows == limit
     assert expected_indexes(names) <= plan.index_names(), plan.index_names()
     assert not plan.sorts_over_jobs()
-    assert not plan.seq_scans_over_jobs()
+    assert not plan.seq_scans_over("jobs")
+    assert not plan.seq_scans_over("tenant_shares")
 
 
 @pytest.mark.slow
@@ -120,7 +169,7 @@ def test_recovery_sweep_uses_the_expired_lease_index_in_bounded_batches(large: p
     scans = [n for n in plan.nodes() if n.get("Index Name") == "jobs_expired_lease_idx"]
     assert scans and all(n["Actual Rows"] <= 100 for n in scans)
     assert any(n["Node Type"] == "Limit" for n in plan.nodes())
-    assert not plan.seq_scans_over_jobs()
+    assert not plan.seq_scans_over()
 
 
 @pytest.mark.parametrize(("threshold", "claim_mode"), [(5, "force_generic_plan"), (None, "auto")])
@@ -225,4 +274,4 @@ def test_fenced_transitions_look_their_jobs_up_by_id_whatever_analyze_saw(client
     for plan in plans:
         assert "jobs_pkey" in plan.index_names(), plan.index_names()
         assert "jobs_expired_lease_idx" not in plan.index_names(), plan.index_names()
-        assert not plan.seq_scans_over_jobs()
+        assert not plan.seq_scans_over()

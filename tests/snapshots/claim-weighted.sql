@@ -44,10 +44,11 @@ WITH q AS (
          LIMIT qt.n
            FOR UPDATE SKIP LOCKED) AS c
 ), locked AS MATERIALIZED (
-    SELECT l.tenant
-      FROM (SELECT DISTINCT tenant FROM candidate ORDER BY tenant) AS c
+    SELECT c.tenant, c.n, c.ids
+      FROM (SELECT tenant, count(*)::int AS n, array_agg(id) AS ids
+              FROM candidate GROUP BY tenant ORDER BY tenant) AS c
      CROSS JOIN LATERAL (
-        SELECT t.tenant
+        SELECT
           FROM fairsched.tenant_shares AS t
          WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
            FOR NO KEY UPDATE) AS l
@@ -58,12 +59,12 @@ WITH q AS (
            claimed_total = t.claimed_total + c.n,
            charged_total = t.charged_total + c.n * tn.cost,
            updated_at = now()
-      FROM (SELECT tenant, count(*)::int AS n FROM candidate GROUP BY tenant) AS c
-      JOIN tenants AS tn USING (tenant) JOIN locked USING (tenant), q
-     WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
+      FROM locked AS c JOIN tenants AS tn USING (tenant), q
+     WHERE t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT l.tenant FROM locked AS l))
+       AND t.tenant = c.tenant
        AND (coalesce(t.cap, q.tenant_cap) IS NULL
             OR (t.running - fairsched.tenant_released(t.queue_name, t.tenant)) + c.n <= coalesce(t.cap, q.tenant_cap))
-    RETURNING t.tenant
+    RETURNING c.ids
 )
 UPDATE fairsched.jobs AS j
    SET status = 'running',
@@ -75,8 +76,8 @@ UPDATE fairsched.jobs AS j
        lease_expires_at = now() + make_interval(
            secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds)),
        share_counted = true
-  FROM candidate c, q
- WHERE j.id = c.id AND c.tenant IN (SELECT tenant FROM charged)
+  FROM q
+ WHERE j.id = ANY (ARRAY(SELECT unnest(c.ids) FROM charged AS c))
 RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
           j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
           j.max_attempts,

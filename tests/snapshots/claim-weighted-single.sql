@@ -1,0 +1,76 @@
+WITH q AS (
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.charge, qs.tenant_cap,
+           coalesce(f.pass, '-Infinity') AS pass_floor,
+           coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
+           coalesce(h.fifo_available_at, '-infinity') AS fifo_available_at,
+           coalesce(h.fifo_id, 0) AS fifo_id,
+           coalesce(h.aging_key, '-Infinity') AS aging_key,
+           coalesce(h.aging_id, 0) AS aging_id
+      FROM fairsched.queues AS qs
+      LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
+      LEFT JOIN fairsched.pass_floors AS f ON f.queue_name = qs.name
+     WHERE qs.name = %(queue)s
+), tenants AS MATERIALIZED (
+    SELECT t.tenant, t.weight, t.pass,
+           CASE WHEN q.charge = 'runtime' THEN t.runtime_estimate ELSE 1 END AS cost,
+           least(%(limit)s, coalesce(lim.cap - lim.running, %(limit)s)) AS room
+      FROM fairsched.tenant_shares AS t
+     CROSS JOIN q
+     CROSS JOIN LATERAL (
+        SELECT coalesce(t.cap, q.tenant_cap) AS cap,
+               CASE WHEN coalesce(t.cap, q.tenant_cap) IS NOT NULL THEN (t.running - fairsched.tenant_released(t.queue_name, t.tenant)) END AS running
+     ) AS lim
+     WHERE t.queue_name = %(queue)s AND t.active AND t.pass >= (SELECT q.pass_floor FROM q)
+       AND (lim.cap IS NULL OR lim.running < lim.cap)
+     ORDER BY t.pass, t.tenant
+     LIMIT %(limit)s
+), quota AS MATERIALIZED (
+    SELECT t.tenant, 1 AS n FROM tenants AS t
+), candidate AS MATERIALIZED (
+    SELECT c.id, qt.tenant
+      FROM quota AS qt
+     CROSS JOIN LATERAL (
+        SELECT j.id
+          FROM fairsched.jobs AS j
+         WHERE j.queue_name = %(queue)s AND j.tenant = qt.tenant
+           AND j.status = 'pending' AND j.available_at <= now()
+       AND ((- "j"."priority"), "j"."available_at", "j"."id") >= (SELECT "q"."fifo_rank", "q"."fifo_available_at", "q"."fifo_id" FROM q)
+         ORDER BY (- "j"."priority"), "j"."available_at", "j"."id"
+         LIMIT qt.n
+           FOR UPDATE SKIP LOCKED) AS c
+), locked AS MATERIALIZED (
+    SELECT c.tenant, c.n, c.ids
+      FROM (SELECT tenant, count(*)::int AS n, array_agg(id) AS ids
+              FROM candidate GROUP BY tenant ORDER BY tenant) AS c
+), charged AS (
+    UPDATE fairsched.tenant_shares AS t
+       SET pass = t.pass + c.n * tn.cost / t.weight,
+           running = t.running + c.n,
+           claimed_total = t.claimed_total + c.n,
+           charged_total = t.charged_total + c.n * tn.cost,
+           updated_at = now()
+      FROM locked AS c JOIN tenants AS tn USING (tenant), q
+     WHERE t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT l.tenant FROM locked AS l))
+       AND t.tenant = c.tenant
+       AND (coalesce(t.cap, q.tenant_cap) IS NULL
+            OR (t.running - fairsched.tenant_released(t.queue_name, t.tenant)) + c.n <= coalesce(t.cap, q.tenant_cap))
+    RETURNING c.ids
+)
+UPDATE fairsched.jobs AS j
+   SET status = 'running',
+       attempt_count = j.attempt_count + 1,
+       lease_owner = %(owner)s,
+       lease_token = j.lease_token + 1,
+       started_at = now(),
+       progress = NULL,
+       lease_expires_at = now() + make_interval(
+           secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds)),
+       share_counted = true
+  FROM q
+ WHERE j.id = ANY (ARRAY(SELECT unnest(c.ids) FROM charged AS c))
+RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
+          j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
+          j.max_attempts,
+          coalesce(j.idempotency_key, 'fairsched-job-' || j.id) AS idempotency_key,
+          j.priority, j.aggregate_key, j.aggregate_seq, j.created_at, j.started_at,
+          coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds
