@@ -382,7 +382,7 @@ def scenario_memory(cfg: BenchConfig, figures: list[Figure]) -> None:
 
 def scenario_claims(cfg: BenchConfig, figures: list[Figure], backlog: int = 100_000) -> None:
     """(1): claim throughput of every policy stack against plain fifo on the same data,
-    measured alternately on one backlog."""
+    measured in alternating blocks on one backlog."""
     fifo = ("fifo",)
     stacks = [stack for stack in claimbench.STACKS if stack != fifo]
     figs = {
@@ -402,8 +402,7 @@ def scenario_claims(cfg: BenchConfig, figures: list[Figure], backlog: int = 100_
             claimbench.backlog_build(conn, QUEUE, jobs=backlog)
             with claimbench.claim_session(dsn) as session:
                 for stack in stacks:
-                    base = claimbench.claims_per_second(session, fifo, QUEUE, claims=300)
-                    rate = claimbench.claims_per_second(session, stack, QUEUE, claims=300)
+                    base, rate = claimbench.claim_rates_alternated(session, fifo, stack, QUEUE)
                     figs[stack].samples.append(rate / base)
                     fifo_fig.samples.append(base)
     figures.append(fifo_fig)

@@ -148,16 +148,48 @@ def claims_per_second(
 ) -> float:
     """Claim rate of one stack on ``queue``: ``claims`` committed claims of ``limit`` jobs
     (the claimed jobs stay running) on ``conn``, a :func:`claim_session` as the workers'.
-    Run stacks one after the other on one backlog."""
+    Run stacks one after the other on one backlog: each run starts at claim heads
+    refreshed past the jobs earlier runs claimed, as a worker's head keeper keeps them."""
+    done, seconds = _claims_timed(conn, names, queue, claims=claims, limit=limit)
+    return done / seconds
+
+
+def claim_rates_alternated(
+    conn: psycopg.Connection,
+    base: Sequence[str],
+    names: Sequence[str],
+    queue: str,
+    *,
+    claims: int = 1200,
+    blocks: int = 12,
+) -> tuple[float, float]:
+    """Claim rates of the stacks ``base`` and ``names`` on ``queue`` (as
+    :func:`claims_per_second`), ``claims`` each, timed in ``blocks`` alternating blocks:
+    whatever the server does meanwhile (a checkpoint, autovacuum) weighs on both alike."""
+    totals = [(0, 0.0), (0, 0.0)]
+    for _ in range(blocks):
+        for i, stack in enumerate((base, names)):
+            done, seconds = _claims_timed(conn, stack, queue, claims=max(1, claims // blocks), limit=1)
+            totals[i] = (totals[i][0] + done, totals[i][1] + seconds)
+    return totals[0][0] / totals[0][1], totals[1][0] / totals[1][1]
+
+
+def _claims_timed(
+    conn: psycopg.Connection, names: Sequence[str], queue: str, *, claims: int, limit: int
+) -> tuple[int, float]:
+    """Up to ``claims`` claims of ``names`` (stopping at the first empty one): how many
+    claimed, in how many seconds."""
     queue_policies_set(conn, queue, names)
+    heads_refresh(conn)
     params = claim_params(queue, owner="bench", limit=limit, lease_seconds=None)
+    done = 0
     start = time.perf_counter()
     for _ in range(claims):
         with conn.cursor(row_factory=class_row(Lease)) as cur:
-            rows = claim_execute(cur, names, params)
-        if not rows:
-            break
-    return claims / (time.perf_counter() - start)
+            if not claim_execute(cur, names, params):
+                break
+        done += 1
+    return done, time.perf_counter() - start
 
 
 def queue_policies_set(conn: psycopg.Connection, queue: str, names: Sequence[str]) -> None:
