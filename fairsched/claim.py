@@ -13,7 +13,8 @@ statement with :mod:`psycopg.sql`, cached per stack. Two shapes exist:
   (the ``limit`` smallest virtual finish tags), then per tenant an
   index-ordered scan of its pending jobs; the tenants' ``pass`` and
   ``running`` advance in the same statement, and a tenant over its cap
-  gets nothing.
+  gets nothing. A claim of one job runs its single shape (one tenant, no
+  quota to spread, no lock order to keep).
 
 Both shapes start their scans at the queue's claim heads (``fairsched.claim_heads``:
 a key at or below every pending job's, per built-in job order; ``pass_floors``: at or
