@@ -213,7 +213,7 @@ def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -
     ``single``: the tenant-first statement of a claim of one job, which takes the one
     tenant chosen (no quota to spread) and leaves locking its share row to the charge
     (no lock order to keep). Run with ``limit`` 1 it claims what the general statement
-    would; the job-first statement has one shape.
+    would; the job-first statement has one shape, whatever ``single`` says.
     """
     stack = resolve(names)
     terms = stack_order(stack)
@@ -236,7 +236,7 @@ def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -
 
 def claim_statement(names: Sequence[str], params: Mapping[str, object]) -> sql.Composed:
     """The statement a stack's claim with ``params`` (:func:`claim_params`) runs."""
-    return compose_claim(tuple(names), single=params["limit"] == 1 and tenant_first(names))
+    return compose_claim(tuple(names), single=params["limit"] == 1)
 
 
 def _order_term(term: OrderTerm) -> sql.Composable:
