@@ -9,7 +9,7 @@ recorded as a rejected stale completion.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -100,7 +100,9 @@ def leases_complete(conn: psycopg.Connection, leases: Sequence[Lease]) -> set[in
         raise ValueError("leases_complete takes leases of a single owner")
     # The statement settles the shares itself: a transaction only for serial
     # aggregates and policies' on_finish hooks.
-    needed = settle_needed(conn, {lease.queue for lease in leases}, shares=False)
+    needed = settle_needed(
+        conn, {lease.queue for lease in leases}, shares=False, aggregates=in_aggregates(leases)
+    )
     with settling(conn, needed):
         with operation("leases_complete"):
             rows = conn.execute(
@@ -144,7 +146,9 @@ def leases_fail(conn: psycopg.Connection, failures: Sequence[Failure]) -> dict[i
     owners = {f.lease.owner for f in failures}
     if len(owners) != 1:
         raise ValueError("leases_fail takes leases of a single owner")
-    needed = settle_needed(conn, {f.lease.queue for f in failures})
+    needed = settle_needed(
+        conn, {f.lease.queue for f in failures}, aggregates=in_aggregates(f.lease for f in failures)
+    )
     with settling(conn, needed):
         with operation("leases_fail"):
             rows = conn.execute(
@@ -176,7 +180,7 @@ def leases_fail(conn: psycopg.Connection, failures: Sequence[Failure]) -> dict[i
 
 def lease_release(conn: psycopg.Connection, lease: Lease) -> bool:
     """Give the job back unfinished (the attempt is not counted); ``False`` if lost."""
-    needed = settle_needed(conn, {lease.queue})
+    needed = settle_needed(conn, {lease.queue}, aggregates=in_aggregates([lease]))
     with settling(conn, needed):
         with operation("lease_release"):
             row = conn.execute(
@@ -245,16 +249,24 @@ def settling(conn: psycopg.Connection, needed: bool) -> AbstractContextManager[o
     return conn.transaction() if needed else nullcontext()
 
 
-def settle_needed(conn: psycopg.Connection, queues: set[str], *, shares: bool = True) -> bool:
+def settle_needed(
+    conn: psycopg.Connection, queues: set[str], *, shares: bool = True, aggregates: bool = True
+) -> bool:
     """Whether jobs of these queues leaving ``running`` touch any policy state (other
-    than the weighted shares, with ``shares=False``)."""
+    than the weighted shares, with ``shares=False``; other than serial aggregates, with
+    ``aggregates=False``: none of the jobs belongs to one)."""
     for queue in queues:
         stack = queue_stack(conn, queue)
-        if (stack.weighted and shares) or stack.serial:
+        if (stack.weighted and shares) or (stack.serial and aggregates):
             return True
         if any(type(p).on_finish is not BasePolicy.on_finish for p in stack.policies):
             return True
     return False
+
+
+def in_aggregates(leases: Iterable[Lease]) -> bool:
+    """Whether any of these leases' jobs belongs to a serial aggregate."""
+    return any(lease.aggregate_key is not None for lease in leases)
 
 
 def jobs_settle(
