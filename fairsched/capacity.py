@@ -181,7 +181,7 @@ class Slots:
         """A job of ``queue`` left its slot."""
         with self._lock:
             self._held[queue] -= 1
-            woken = self._woken()
+            woken = self._woken() if self._waiting else []
         self._notify(woken)
 
     def held(self) -> dict[str, int]:

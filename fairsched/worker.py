@@ -164,16 +164,18 @@ class Running:
         """Forget a finished job; ``False`` when shutdown already abandoned it."""
         with self._cond:
             kept = self._jobs.pop((job.id, job.lease.token), None) is not None
-            self._cond.notify_all()
+            if not self._jobs:
+                self._cond.notify_all()  # what shutdown waits for
             return kept and not self._abandoned
 
     def snapshot(self) -> list[Job]:
         with self._cond:
             return list(self._jobs.values())
 
-    def wait_change(self, timeout: float) -> None:
+    def wait_empty(self, timeout: float) -> None:
+        """Wait until no job runs, at most ``timeout`` seconds."""
         with self._cond:
-            self._cond.wait(timeout)
+            self._cond.wait_for(lambda: not self._jobs, timeout)
 
     def abandon(self) -> list[Job]:
         """Take every job still running away from its slot (shutdown after grace)."""
@@ -343,13 +345,12 @@ class QueueRunner:
         self._inbox: queue_mod.SimpleQueue[tuple[Job, float]] = queue_mod.SimpleQueue()
         self._claimer = service_thread(f"fairsched-claim-{name}", self._claim_loop, worker.crashed)
         # This queue's series, looked up once: labels() costs more than the update per job.
-        self._busy_gauge = metrics.SLOTS_BUSY.labels(name)
         self._wait_hist = metrics.WAIT_SECONDS.labels(name)
         self._start_hist = metrics.CLAIM_TO_START_SECONDS.labels(name)
 
     def start(self) -> None:
         metrics.SLOTS.labels(self.name).set(self.slots)
-        self._busy_gauge.set(0)
+        metrics.SLOTS_BUSY.labels(self.name).set_function(lambda: self._busy)  # read when scraped
         for counter in (metrics.CLAIMS, metrics.COMPLETIONS, metrics.DEAD, metrics.LEASE_EXPIRATIONS):
             counter.labels(self.name)  # explicit zeros: the series exist before the first job
         if not self._async:
@@ -428,7 +429,6 @@ class QueueRunner:
             accepted = self._claiming
             if accepted:
                 self._busy += len(leases)
-                self._busy_gauge.set(self._busy)
         if not accepted:
             self._worker.release_all(leases)
             return
@@ -475,7 +475,6 @@ class QueueRunner:
             self._worker.finisher.put(Outcome(job, error, seconds))
         with self._cond:
             self._busy -= 1
-            self._busy_gauge.set(self._busy)
             if self._busy == self.slots - 1 or self._busy <= self.slots // 2:
                 self._cond.notify_all()  # what the claimer waits for: a first free slot, or half
         self._worker.slots.finished(self.name)
@@ -595,7 +594,7 @@ class Runtime:
         for runner in self.runners.values():
             runner.stop_claiming(max(0.0, deadline - time.monotonic()))
         while self.running.snapshot() and time.monotonic() < deadline and not self._hurry.is_set():
-            self.running.wait_change(0.1)
+            self.running.wait_empty(0.1)
         abandoned = self.running.abandon()
         for job in abandoned:
             job.mark_lost()

@@ -346,3 +346,10 @@ def test_worker_serves_its_metrics(client: Client, db: psycopg.Connection, worke
     assert seen['fairsched_wait_seconds_count{queue="probe"}'] == 31
     assert seen['fairsched_run_duration_seconds_count{outcome="succeeded",queue="probe"}'] == 30
     assert seen['fairsched_tenant_claims_total{queue="probe",tenant="other"}'] == 31, "undeclared tenant"
+    assert seen['fairsched_worker_slots_busy{queue="probe"}'] == 0
+
+    slow = client.enqueue("probe", {"record": True, "sleep": 2.0}, tenant="t")
+    wait_for(lambda: (1, "start") in probe_events(db, slow), "the slow job started")
+    assert samples()['fairsched_worker_slots_busy{queue="probe"}'] == 1, "read when scraped"
+    wait_for(lambda: job_row(db, slow)["status"] == "succeeded", "the slow job done")
+    wait_for(lambda: samples()['fairsched_worker_slots_busy{queue="probe"}'] == 0, "its slot free again")
