@@ -27,8 +27,10 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from fairsched import claimbench, peers
+from fairsched.claim import jobs_claim
 from fairsched.client import Client
 from fairsched.enqueue import JobSpec
+from fairsched.lease import leases_complete
 from fairsched.settings import QueueSettings
 from fairsched.sql import QUERIES
 
@@ -170,18 +172,57 @@ def percentile(values: Sequence[float], q: float) -> float:
 # -- scenario: end-to-end no-op throughput -----------------------------------
 
 
-def fairsched_e2e(cfg: BenchConfig) -> float:
-    """Jobs/s from the first claim to the last completion, real worker processes."""
+@contextmanager
+def no_op_backlog(cfg: BenchConfig) -> Iterator[str]:
+    """A scratch database whose bench queue holds ``cfg.jobs`` no-op jobs of 10 tenants."""
     with scratch_db(cfg.admin_dsn) as dsn:
         with Client(dsn) as client:
             declare_bench_queue(client, cfg.policies)
             enqueue_jobs(client, [JobSpec({}, f"t{n % 10}") for n in range(cfg.jobs)])
-        with worker_processes(dsn, cfg.workers, cfg.slots):
-            wait_drained(dsn)
-        with psycopg.connect(dsn) as conn:
-            row = conn.execute(QUERIES["bench_window"], {"queue": QUEUE}).fetchone()
+        yield dsn
+
+
+def drain_rate(dsn: str) -> float:
+    """Jobs succeeded per second, from the first claim to the last completion."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(QUERIES["bench_window"], {"queue": QUEUE}).fetchone()
     assert row is not None
     return float(row[0]) / float(row[1])
+
+
+def fairsched_e2e(cfg: BenchConfig) -> float:
+    """Jobs/s of real worker processes draining the no-op backlog."""
+    with no_op_backlog(cfg) as dsn:
+        with worker_processes(dsn, cfg.workers, cfg.slots):
+            wait_drained(dsn)
+        return drain_rate(dsn)
+
+
+def statements_loop(cfg: BenchConfig, connections: int, batch: int = 50) -> float:
+    """Jobs/s of the engine's claim and completion statements alone draining the no-op
+    backlog: ``connections`` threads, each claiming ``batch`` and completing them in a
+    loop on a claim session, no worker runtime (the plain loop's shape, on fairsched's
+    table and policy stack). Tells the statements' share of an end-to-end miss from the
+    runtime's."""
+    with no_op_backlog(cfg) as dsn:
+        errors: list[BaseException] = []
+
+        def loop(n: int) -> None:
+            try:
+                with claimbench.claim_session(dsn) as conn:
+                    while leases := jobs_claim(conn, QUEUE, owner=f"loop-{n}", limit=batch):
+                        leases_complete(conn, leases)
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=loop, args=(n,)) for n in range(connections)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+        return drain_rate(dsn)
 
 
 def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
@@ -189,6 +230,8 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
     ours = Figure("e2e", "fairsched jobs/s (" + "+".join(cfg.policies) + ")", "jobs/s")
     plain = Figure("e2e", "plain SKIP LOCKED loop, 50/txn, jobs/s", "jobs/s")
     ratio = Figure("e2e", "fairsched / plain loop", "ratio", bar=">= 0.6")
+    alone = Figure("e2e", "fairsched statements alone, 50/txn, no worker, jobs/s", "jobs/s")
+    alone_ratio = Figure("e2e", "fairsched statements alone / plain loop", "ratio")
     available = peers.peers_available()
     peer_figs = {
         name: (
@@ -205,6 +248,9 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
             plain_rate = peers.plain_loop(dsn, jobs=cfg.jobs, workers=cfg.workers * 2).per_second
         plain.samples.append(plain_rate)
         ratio.samples.append(ours_rate / plain_rate)
+        alone_rate = statements_loop(cfg, connections=cfg.workers * 2)
+        alone.samples.append(alone_rate)
+        alone_ratio.samples.append(alone_rate / plain_rate)
         for name, (fig, fig_ratio) in peer_figs.items():
             with scratch_db(cfg.admin_dsn, migrate=False) as dsn:  # as many at once as our workers' slots
                 result = (
@@ -217,7 +263,7 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
             rate = result.per_second
             fig.samples.append(rate)
             fig_ratio.samples.append(ours_rate / rate)
-    figures.extend([ours, plain, ratio])
+    figures.extend([ours, plain, ratio, alone, alone_ratio])
     for fig, fig_ratio in peer_figs.values():
         figures.extend([fig, fig_ratio])
 

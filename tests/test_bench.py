@@ -42,6 +42,10 @@ def test_bench_e2e_and_memory_report_measured_ratios(server_dsn: str) -> None:
     ratio = figures["fairsched / plain loop"]
     assert ours["median"] > 0 and plain["median"] > 0
     assert ratio["median"] == pytest.approx(ours["median"] / plain["median"], rel=1e-6)
+    alone = figures["fairsched statements alone, 50/txn, no worker, jobs/s"]
+    alone_ratio = figures["fairsched statements alone / plain loop"]
+    assert alone["median"] > 0
+    assert alone_ratio["median"] == pytest.approx(alone["median"] / plain["median"], rel=1e-6)
     rss = figures["worker RSS at 64 slots"]["median"]
     assert 10 < rss < 1000
     assert "admin_dsn" not in json.dumps(result["config"])
