@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -205,23 +206,14 @@ def statements_loop(cfg: BenchConfig, connections: int, batch: int = 50) -> floa
     table and policy stack). Tells the statements' share of an end-to-end miss from the
     runtime's."""
     with no_op_backlog(cfg) as dsn:
-        errors: list[BaseException] = []
 
         def loop(n: int) -> None:
-            try:
-                with claimbench.claim_session(dsn) as conn:
-                    while leases := jobs_claim(conn, QUEUE, owner=f"loop-{n}", limit=batch):
-                        leases_complete(conn, leases)
-            except BaseException as e:
-                errors.append(e)
+            with claimbench.claim_session(dsn) as conn:
+                while leases := jobs_claim(conn, QUEUE, owner=f"loop-{n}", limit=batch):
+                    leases_complete(conn, leases)
 
-        threads = [threading.Thread(target=loop, args=(n,)) for n in range(connections)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        with ThreadPoolExecutor(connections) as pool:
+            list(pool.map(loop, range(connections)))  # re-raises a loop's error
         return drain_rate(dsn)
 
 
