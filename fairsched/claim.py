@@ -150,10 +150,26 @@ UPDATE fairsched.jobs AS j
 RETURNING {returning}"""
 
 # How many jobs each chosen tenant gets: stride water-filling over the virtual finish
-# tags ``pass + k * cost / weight``. A claim of one job takes the one tenant chosen.
+# tags ``pass + k * cost / weight``, the ``limit`` smallest. Each tenant's tags are
+# generated only up to a bound the ``limit``-th smallest cannot exceed: the tenants with
+# room for the whole limit hold at least ``limit`` tags at or below
+# ``max(max pass, (limit + n + sum(pass * weight / cost)) / sum(weight / cost))``, since
+# each holds at least ``(T - pass) * weight / cost - 1`` of them below any T at or above
+# its pass (k one past the bound absorbs rounding). With none, every tenant's room is
+# generated. Ten level tenants and a limit of 50: 70 tags sorted instead of 500.
+# A claim of one job takes the one tenant chosen.
 _QUOTA = """SELECT s.tenant, count(*)::int AS n
       FROM (SELECT t.tenant
-              FROM tenants AS t CROSS JOIN LATERAL generate_series(1, t.room) AS k(k)
+              FROM tenants AS t
+             CROSS JOIN (SELECT greatest(max(u.pass),
+                                         (%(limit)s + count(*) + sum(u.pass * u.weight / u.cost))
+                                         / sum(u.weight / u.cost)) AS tag
+                           FROM tenants AS u
+                          WHERE u.room >= %(limit)s) AS bound
+             CROSS JOIN LATERAL generate_series(1, CASE
+                    WHEN bound.tag IS NULL THEN t.room
+                    ELSE least(t.room, greatest(ceil((bound.tag - t.pass) * t.weight / t.cost), 0) + 1)::int
+                    END) AS k(k)
              ORDER BY t.pass + k.k * t.cost / t.weight, t.tenant
              LIMIT %(limit)s) AS s
      GROUP BY s.tenant"""

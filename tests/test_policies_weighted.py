@@ -3,12 +3,15 @@ charging and live weight changes, with concurrent claimers on a real PostgreSQL.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fairsched import Client
 from fairsched.errors import InvalidInput
@@ -26,6 +29,68 @@ def test_shares_follow_weights_1_2_5_over_10k_claims(client: Client) -> None:
     observed = shares(leases)
     for tenant, entitled in {"a": 12.5, "b": 25.0, "c": 62.5}.items():
         assert abs(observed[tenant] - entitled) <= 2.0, observed
+
+
+def stride_quota(tenants: dict[str, tuple[float, float, float, int]], limit: int) -> Counter[str]:
+    """The model of a batch claim: tenants as ``name: (pass, weight, cost, room)``; of the
+    ``limit`` lowest-pass tenants, the ``limit`` smallest virtual finish tags
+    ``pass + k * cost / weight`` (k from 1 to room), ties by tenant."""
+    chosen = sorted(tenants, key=lambda name: (tenants[name][0], name))[:limit]
+    tags = sorted(
+        (tenants[name][0] + k * tenants[name][2] / tenants[name][1], name)
+        for name in chosen
+        for k in range(1, tenants[name][3] + 1)
+    )
+    return Counter(name for _, name in tags[:limit])
+
+
+_queues = itertools.count()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    limit=st.integers(2, 40),
+    runtime=st.booleans(),
+    tenants=st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.25, 10.0, 40.0]),
+            st.sampled_from([0.5, 1.0, 2.0, 3.0, 5.0, 100.0]),
+            st.sampled_from([0.05, 0.3, 1.0, 2.5]),
+            st.one_of(st.none(), st.integers(1, 45)),
+        ),
+        min_size=1,
+        max_size=7,
+    ),
+)
+def test_a_batch_claim_splits_by_stride_water_filling(
+    client: Client,
+    db: psycopg.Connection,
+    limit: int,
+    runtime: bool,
+    tenants: list[tuple[float, float, float, int | None]],
+) -> None:
+    """A claim of ``limit`` gives each tenant what the stride model does, whatever the
+    passes, weights, runtime estimates and caps (the claim bounds the tags it sorts)."""
+    queue = f"w{next(_queues)}"
+    declare(client, queue, ["weighted"], charge="runtime" if runtime else "count")
+    for n, (_, weight, _, cap) in enumerate(tenants):
+        fill(client, queue, f"t{n}", limit)
+        client.set_tenant_share(queue, f"t{n}", weight=weight, cap=cap or 0)
+    for n, (pass_, _, estimate, _) in enumerate(tenants):
+        db.execute(
+            "UPDATE fairsched.tenant_shares SET pass = %s, runtime_estimate = %s"
+            " WHERE queue_name = %s AND tenant = %s",
+            (pass_, estimate, queue, f"t{n}"),
+        )
+    model = stride_quota(
+        {
+            f"t{n}": (pass_, weight, estimate if runtime else 1.0, min(limit, cap or limit))
+            for n, (pass_, weight, estimate, cap) in enumerate(tenants)
+        },
+        limit,
+    )
+    leases = client.claim(queue, owner="o", limit=limit)
+    assert Counter(lease.tenant for lease in leases) == model
 
 
 def test_a_lone_tenant_gets_every_claim(client: Client) -> None:
