@@ -27,7 +27,16 @@ WITH q AS (
 ), quota AS MATERIALIZED (
     SELECT s.tenant, count(*)::int AS n
       FROM (SELECT t.tenant
-              FROM tenants AS t CROSS JOIN LATERAL generate_series(1, t.room) AS k(k)
+              FROM tenants AS t
+             CROSS JOIN (SELECT greatest(max(u.pass),
+                                         (%(limit)s + count(*) + sum(u.pass * u.weight / u.cost))
+                                         / sum(u.weight / u.cost)) AS tag
+                           FROM tenants AS u
+                          WHERE u.room >= %(limit)s) AS bound
+             CROSS JOIN LATERAL generate_series(1, CASE
+                    WHEN bound.tag IS NULL THEN t.room
+                    ELSE least(t.room, greatest(ceil((bound.tag - t.pass) * t.weight / t.cost), 0) + 1)::int
+                    END) AS k(k)
              ORDER BY t.pass + k.k * t.cost / t.weight, t.tenant
              LIMIT %(limit)s) AS s
      GROUP BY s.tenant
