@@ -30,10 +30,9 @@ from functools import lru_cache
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import class_row
 
 from fairsched.db import operation
-from fairsched.lease import Lease, tenants_deactivate_dry
+from fairsched.lease import Lease, lease_row, tenants_deactivate_dry
 from fairsched.policy import OrderTerm, Policy, queue_stack, resolve
 from fairsched.sql import QUERIES
 
@@ -334,7 +333,7 @@ def jobs_claim(
     leases: list[Lease] = []
     for _ in range(DRY_RETRIES + 1):
         params = claim_params(queue, owner=owner, limit=limit - len(leases), lease_seconds=lease_seconds)
-        with operation("jobs_claim"), conn.cursor(row_factory=class_row(Lease)) as cur:
+        with operation("jobs_claim"), conn.cursor(row_factory=lease_row) as cur:
             leases += claim_execute(cur, stack.names, params)
         if not stack.weighted or len(leases) >= limit:
             break

@@ -16,7 +16,6 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import class_row
 
 from fairsched.claim import (
     claim_execute,
@@ -28,7 +27,7 @@ from fairsched.claim import (
 )
 from fairsched.claimheads import heads_refresh
 from fairsched.enqueue import JobSpec, jobs_enqueue
-from fairsched.lease import Lease, leases_complete
+from fairsched.lease import lease_row, leases_complete
 from fairsched.policy import forget_stacks
 from fairsched.settings import Settings
 from fairsched.sql import QUERIES
@@ -185,7 +184,7 @@ def _claims_timed(
     done = 0
     start = time.perf_counter()
     for _ in range(claims):
-        with conn.cursor(row_factory=class_row(Lease)) as cur:
+        with conn.cursor(row_factory=lease_row) as cur:
             if not claim_execute(cur, names, params):
                 break
         done += 1

