@@ -159,8 +159,12 @@ def test_worker_runs_leases_and_cannot_enqueue_or_configure(
         denied_sql(db, conn, "UPDATE fairsched.tenant_shares SET weight = 1000")
         denied_sql(db, conn, "UPDATE fairsched.queues SET lease_seconds = 1")
         denied_sql(db, conn, "DELETE FROM fairsched.jobs")
-        denied_sql(db, conn, "DELETE FROM fairsched.attempts")
-        denied_sql(db, conn, "UPDATE fairsched.attempts SET outcome = 'succeeded'")
+        denied_sql(db, conn, "DELETE FROM fairsched.attempt_log")
+        denied_sql(db, conn, "UPDATE fairsched.attempt_log SET outcome = 'succeeded'")
+        before = db_snapshot(db)
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="does not change"):
+            conn.execute("UPDATE fairsched.jobs SET lease_owner = 'forged' WHERE status = 'succeeded'")
+        assert db_snapshot(db) == before
 
 
 def test_admin_configures_and_resolves_dead_jobs(

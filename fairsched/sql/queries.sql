@@ -141,9 +141,10 @@ UPDATE fairsched.jobs AS j
 RETURNING j.lease_expires_at
 
 -- name: leases_complete
--- Mark held leases succeeded (arrays of id and token); records each attempt, settles
--- the shares of the jobs weighted claims counted (fairsched.tenant_shares_finish),
--- and audits every lease that no longer held. Returns the ids that completed. Rows
+-- Mark held leases succeeded (arrays of id and token; a succeeded job's row is its
+-- attempt's record: migrations/045_succeeded_attempts_from_jobs.sql), settle the shares
+-- of the jobs weighted claims counted (fairsched.tenant_shares_finish), and audit every
+-- lease that no longer held. Returns the ids that completed. Rows
 -- are looked up by id (see lease_renew); each row's token is found by its id's position.
 WITH done AS (
     UPDATE fairsched.jobs AS j
@@ -154,9 +155,6 @@ WITH done AS (
        AND j.lease_token = (%(tokens)s::bigint[])[array_position(%(ids)s::bigint[], j.id)]
        AND j.lease_expires_at > now()
     RETURNING j.id, j.attempt_count, j.lease_token, j.lease_owner, j.started_at, j.share_counted
-), audit AS (
-    INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at, outcome)
-    SELECT id, attempt_count, lease_token, lease_owner, started_at, 'succeeded' FROM done
 ), stale AS (
     INSERT INTO fairsched.job_events (job_id, kind, detail)
     SELECT i.id, 'stale_completion_rejected',
@@ -208,7 +206,7 @@ WITH target AS (
     RETURNING j.id, j.status, j.attempt_count, j.lease_token, j.lease_owner, j.started_at,
               j.available_at, t.code, t.error
 ), audit AS (
-    INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at,
+    INSERT INTO fairsched.attempt_log (job_id, attempt, lease_token, lease_owner, claimed_at,
                                     outcome, error_code, error)
     SELECT id, attempt_count, lease_token, lease_owner, started_at,
            CASE status WHEN 'dead' THEN 'dead' ELSE 'retrying' END, code, error
@@ -236,7 +234,7 @@ WITH moved AS (
        AND j.lease_expires_at > now()
     RETURNING j.id, j.attempt_count, j.lease_token, j.lease_owner, j.started_at
 ), audit AS (
-    INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at, outcome)
+    INSERT INTO fairsched.attempt_log (job_id, attempt, lease_token, lease_owner, claimed_at, outcome)
     SELECT id, attempt_count + 1, lease_token, lease_owner, started_at, 'released' FROM moved
 ), stale AS (
     INSERT INTO fairsched.job_events (job_id, kind, detail)
@@ -274,7 +272,7 @@ WITH expired AS MATERIALIZED (
     RETURNING j.id, j.queue_name, j.status, j.attempt_count, e.lease_token, e.lease_owner,
               j.started_at, j.last_error_code
 ), audit AS (
-    INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at,
+    INSERT INTO fairsched.attempt_log (job_id, attempt, lease_token, lease_owner, claimed_at,
                                     outcome, error_code)
     SELECT id, attempt_count, lease_token, lease_owner, started_at, 'expired', last_error_code
       FROM moved
