@@ -218,6 +218,33 @@ def test_runtime_charging_evens_worker_time(client: Client, db: psycopg.Connecti
     assert 0.67 <= ratio <= 1.5, (spent, counts)
 
 
+def test_completions_correct_by_run_time_only_on_runtime_charged_queues(
+    client: Client, db: psycopg.Connection
+) -> None:
+    """A count-charged queue beside a runtime-charged one: finishing a job corrects the
+    runtime queue's pass and estimate by its run time, and leaves the count queue's
+    share rows as its claim charged them; both release their running slots."""
+    declare(client, "byrun", ["weighted"], charge="runtime")
+    declare(client, "bycount", ["weighted"])
+    fill(client, "byrun", "t", 1)
+    fill(client, "bycount", "t", 1)
+    leases = client.claim("byrun", owner="w", limit=1) + client.claim("bycount", owner="w", limit=1)
+    claimed = {(q, s.tenant): s for q in ("byrun", "bycount") for s in tenant_shares_list(db, q)}
+    time.sleep(0.3)
+    assert leases_complete(db, leases) == {lease.id for lease in leases}
+    after = {(q, s.tenant): s for q in ("byrun", "bycount") for s in tenant_shares_list(db, q)}
+
+    count_before, count_after = claimed[("bycount", "t")], after[("bycount", "t")]
+    assert (count_after.pass_, count_after.charged_total) == (count_before.pass_, count_before.charged_total)
+    run_before, run_after = claimed[("byrun", "t")], after[("byrun", "t")]
+    # Claimed at the 1 s estimate, charged ~0.3 s once finished; the estimate moves toward it.
+    assert 0.3 <= run_after.charged_total < run_before.charged_total, (run_before, run_after)
+    charged = run_after.charged_total - run_before.charged_total
+    assert run_after.pass_ - run_before.pass_ == pytest.approx(charged)
+    assert run_after.runtime_estimate < run_before.runtime_estimate
+    assert {key: s.running for key, s in after.items()} == {("byrun", "t"): 0, ("bycount", "t"): 0}
+
+
 def _spec(tenant: str, seconds: float) -> object:
     from fairsched.enqueue import JobSpec
 
