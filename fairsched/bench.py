@@ -183,12 +183,19 @@ def no_op_backlog(cfg: BenchConfig) -> Iterator[str]:
         yield dsn
 
 
+def figure_rows(dsn: str, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The rows of a figure query over a finished run, on fresh statistics: right after a
+    drain, ANALYZE still counts the jobs pending, and the plan of a join to the attempts
+    view that expects one succeeded job is a nested loop over all of them."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE fairsched.jobs, fairsched.attempt_log")
+        return conn.execute(QUERIES[query], params).fetchall()
+
+
 def drain_rate(dsn: str) -> float:
     """Jobs succeeded per second, from the first claim to the last completion."""
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(QUERIES["bench_window"], {"queue": QUEUE}).fetchone()
-    assert row is not None
-    return float(row[0]) / float(row[1])
+    ((succeeded, seconds),) = figure_rows(dsn, "bench_window", {"queue": QUEUE})
+    return float(succeeded) / float(seconds)
 
 
 def fairsched_e2e(cfg: BenchConfig) -> float:
@@ -311,8 +318,7 @@ def noisy_run(
             if small:
                 wait_small_done(dsn, small_tenants * per_small)
             stop.set()
-        with psycopg.connect(dsn) as conn:
-            rows = conn.execute(QUERIES["bench_waits"], {"queue": QUEUE}).fetchall()
+        rows = figure_rows(dsn, "bench_waits", {"queue": QUEUE})
     waits = [float(w) for tenant, w, _c, _f in rows if tenant != "big"]
     big_done = sum(
         1
@@ -384,9 +390,7 @@ def scenario_shares(cfg: BenchConfig, figures: list[Figure], claims: int = 10_00
                 enqueue_jobs(client, [JobSpec({}, tenant) for _ in range(claims)])
             with worker_processes(dsn, cfg.workers, cfg.slots):
                 wait_drained(dsn)
-            with psycopg.connect(dsn) as conn:
-                params = {"queue": QUEUE, "limit": claims}
-                rows = conn.execute(QUERIES["bench_first_claims"], params).fetchall()
+            rows = figure_rows(dsn, "bench_first_claims", {"queue": QUEUE, "limit": claims})
         for tenant, fig in figs.items():
             fig.samples.append(100.0 * sum(1 for (t,) in rows if t == tenant) / len(rows))
     figures.extend(figs.values())
