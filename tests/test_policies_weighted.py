@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from fairsched import Client
 from fairsched.errors import InvalidInput
 from fairsched.lease import Failure, FailureKind, Lease, leases_complete, leases_fail
-from fairsched.policy import tenant_share_set, tenant_shares_list
+from fairsched.policy import TenantShare, tenant_share_set, tenant_shares_list
 from tests.policies_support import claim_concurrently, declare, fill, shares
 
 
@@ -228,11 +228,15 @@ def test_completions_correct_by_run_time_only_on_runtime_charged_queues(
     declare(client, "bycount", ["weighted"])
     fill(client, "byrun", "t", 1)
     fill(client, "bycount", "t", 1)
+
+    def share_rows() -> dict[tuple[str, str], TenantShare]:
+        return {(q, s.tenant): s for q in ("byrun", "bycount") for s in tenant_shares_list(db, q)}
+
     leases = client.claim("byrun", owner="w", limit=1) + client.claim("bycount", owner="w", limit=1)
-    claimed = {(q, s.tenant): s for q in ("byrun", "bycount") for s in tenant_shares_list(db, q)}
+    claimed = share_rows()
     time.sleep(0.3)
     assert leases_complete(db, leases) == {lease.id for lease in leases}
-    after = {(q, s.tenant): s for q in ("byrun", "bycount") for s in tenant_shares_list(db, q)}
+    after = share_rows()
 
     count_before, count_after = claimed[("bycount", "t")], after[("bycount", "t")]
     assert (count_after.pass_, count_after.charged_total) == (count_before.pass_, count_before.charged_total)
