@@ -90,6 +90,9 @@ SELECT m.*
 
 _TENANT_FIRST = """WITH q AS (
     SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.charge, qs.tenant_cap,
+           qs.tenant_cap IS NOT NULL OR EXISTS (
+               SELECT FROM fairsched.tenant_shares AS s
+                WHERE s.queue_name = qs.name AND s.cap IS NOT NULL) AS capped,
            coalesce(f.pass, '-Infinity') AS pass_floor,
            {heads}
       FROM fairsched.queues AS qs
@@ -127,26 +130,35 @@ _TENANT_FIRST = """WITH q AS (
     SELECT c.tenant, c.n, c.ids
       FROM (SELECT tenant, count(*)::int AS n, array_agg(id) AS ids
               FROM candidate GROUP BY tenant ORDER BY tenant) AS c{lock}
+     WHERE (SELECT q.capped FROM q)
 ), charged AS (
     UPDATE fairsched.tenant_shares AS t
-       SET pass = t.pass + c.n * tn.cost / t.weight,
-           running = t.running + c.n,
-           claimed_total = t.claimed_total + c.n,
-           charged_total = t.charged_total + c.n * tn.cost,
-           updated_at = now()
+       SET {charge}
       FROM locked AS c JOIN tenants AS tn USING (tenant), q
      WHERE t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT l.tenant FROM locked AS l))
        AND t.tenant = c.tenant
        AND (coalesce(t.cap, q.tenant_cap) IS NULL
             OR {running} + c.n <= coalesce(t.cap, q.tenant_cap))
     RETURNING c.ids
+), moved AS (
+    UPDATE fairsched.jobs AS j
+       SET {set_running},
+           share_counted = true
+      FROM q
+     WHERE j.id = ANY (ARRAY(SELECT unnest(c.ids) FROM charged AS c
+                             UNION ALL
+                             SELECT c.id FROM candidate AS c WHERE NOT (SELECT q.capped FROM q)))
+    RETURNING {returning}
+), charged_last AS (
+    UPDATE fairsched.tenant_shares AS t
+       SET {charge}
+      FROM (SELECT m.tenant, count(*)::int AS n FROM moved AS m GROUP BY m.tenant ORDER BY m.tenant) AS c
+      JOIN tenants AS tn USING (tenant)
+     WHERE NOT (SELECT q.capped FROM q)
+       AND t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT m.tenant FROM moved AS m))
+       AND t.tenant = c.tenant
 )
-UPDATE fairsched.jobs AS j
-   SET {set_running},
-       share_counted = true
-  FROM q
- WHERE j.id = ANY (ARRAY(SELECT unnest(c.ids) FROM charged AS c))
-RETURNING {returning}"""
+SELECT m.* FROM moved AS m"""
 
 # How many jobs each chosen tenant gets: stride water-filling over the virtual finish
 # tags ``pass + k * cost / weight``, the ``limit`` smallest. Each tenant's tags are
@@ -176,6 +188,16 @@ _QUOTA_ONE = "SELECT t.tenant, 1 AS n FROM tenants AS t"
 
 # The chosen tenants' share rows, locked in tenant order before the charge updates them
 # (one lock order everywhere). A claim of one job charges one tenant: its update locks it.
+# On a queue with caps (``q.capped``) the charge comes first and checks each tenant's cap
+# on its latest row version; only jobs of tenants it charged move. On a queue without,
+# the jobs move first and the charge runs last, at the end of the statement (a
+# data-modifying WITH runs to completion after the main query), so concurrent claims
+# hold the share rows only for the charge and their commit, not the jobs' move.
+_CHARGE = """pass = t.pass + c.n * tn.cost / t.weight,
+           running = t.running + c.n,
+           claimed_total = t.claimed_total + c.n,
+           charged_total = t.charged_total + c.n * tn.cost,
+           updated_at = now()"""
 _LOCK = """
      CROSS JOIN LATERAL (
         SELECT
@@ -243,6 +265,7 @@ def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -
         head=_head_bound(terms, order),
         set_running=sql.SQL(_SET_RUNNING),
         running=sql.SQL(_TENANT_RUNNING),
+        charge=sql.SQL(_CHARGE),
         returning=sql.SQL(_RETURNING),
         quota=sql.SQL(_QUOTA_ONE if single else _QUOTA),
         lock=sql.SQL("" if single else _LOCK),

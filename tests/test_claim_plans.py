@@ -273,3 +273,36 @@ def test_fenced_transitions_look_their_jobs_up_by_id_whatever_analyze_saw(client
         assert "jobs_pkey" in plan.index_names(), plan.index_names()
         assert "jobs_expired_lease_idx" not in plan.index_names(), plan.index_names()
         assert not plan.seq_scans_over()
+
+
+def _share_row_scans(plan: ClaimPlan, cte: str) -> list[dict[str, Any]]:
+    """The index scans of share rows under CTE ``cte`` of a claim's plan."""
+    (top,) = [n for n in plan.nodes() if n.get("Subplan Name") == f"CTE {cte}"]
+    return [
+        n
+        for n in ClaimPlan(top, 0, 0).nodes()
+        if n["Node Type"] == "Index Scan" and n["Relation Name"] == "tenant_shares"
+    ]
+
+
+@pytest.mark.parametrize("capped", [False, True], ids=["uncapped", "capped"])
+def test_a_weighted_claim_charges_last_unless_the_queue_has_caps(fresh_db: str, capped: bool) -> None:
+    """Without caps the jobs move first and the share rows are charged last, one tenant
+    after the other in tenant order; with a cap anywhere on the queue, the share rows are
+    locked and charged (cap checked) before the jobs move."""
+    names = ("weighted", "aging", "serial")
+    with Client(fresh_db) as client:
+        client.declare_queue("w", QueueSettings(policies=list(names)))
+        client.enqueue_many("w", [JobSpec({}, tenant) for tenant in "cba" * 5])
+        if capped:
+            client.set_tenant_share("w", "b", cap=2)
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        plan = claim_explain(conn, names, "w", limit=9)
+    assert plan.rows == 9
+    first = [n["Actual Loops"] for cte in ("locked", "charged") for n in _share_row_scans(plan, cte)]
+    last = [n["Actual Loops"] for n in _share_row_scans(plan, "charged_last")]
+    assert (first, last) == (([3, 3], [0]) if capped else ([0, 0], [3])), (first, last)
+    (top,) = [n for n in plan.nodes() if n.get("Subplan Name") == "CTE charged_last"]
+    sorts = [n for n in ClaimPlan(top, 0, 0).nodes() if n["Node Type"] == "Sort"]
+    moved_sorted = [n["Sort Key"] for n in sorts if n["Plans"][0].get("CTE Name") == "moved"]
+    assert len(moved_sorted) == 1 and moved_sorted[0][0].endswith(".tenant"), sorts
