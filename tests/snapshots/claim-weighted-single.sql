@@ -1,8 +1,5 @@
 WITH q AS (
     SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.charge, qs.tenant_cap,
-           qs.tenant_cap IS NOT NULL OR EXISTS (
-               SELECT FROM fairsched.tenant_shares AS s
-                WHERE s.queue_name = qs.name AND s.cap IS NOT NULL) AS capped,
            coalesce(f.pass, '-Infinity') AS pass_floor,
            coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
            coalesce(h.fifo_available_at, '-infinity') AS fifo_available_at,
@@ -45,7 +42,6 @@ WITH q AS (
     SELECT c.tenant, c.n, c.ids
       FROM (SELECT tenant, count(*)::int AS n, array_agg(id) AS ids
               FROM candidate GROUP BY tenant ORDER BY tenant) AS c
-     WHERE (SELECT q.capped FROM q)
 ), charged AS (
     UPDATE fairsched.tenant_shares AS t
        SET pass = t.pass + c.n * tn.cost / t.weight,
@@ -59,9 +55,9 @@ WITH q AS (
        AND (coalesce(t.cap, q.tenant_cap) IS NULL
             OR (t.running - fairsched.tenant_released(t.queue_name, t.tenant)) + c.n <= coalesce(t.cap, q.tenant_cap))
     RETURNING c.ids
-), moved AS (
-    UPDATE fairsched.jobs AS j
-       SET status = 'running',
+)
+UPDATE fairsched.jobs AS j
+   SET status = 'running',
        attempt_count = j.attempt_count + 1,
        lease_owner = %(owner)s,
        lease_token = j.lease_token + 1,
@@ -69,28 +65,12 @@ WITH q AS (
        progress = NULL,
        lease_expires_at = now() + make_interval(
            secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds)),
-           share_counted = true
-      FROM q
-     WHERE j.id = ANY (ARRAY(SELECT unnest(c.ids) FROM charged AS c
-                             UNION ALL
-                             SELECT c.id FROM candidate AS c WHERE NOT (SELECT q.capped FROM q)))
-    RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
+       share_counted = true
+  FROM q
+ WHERE j.id = ANY (ARRAY(SELECT unnest(c.ids) FROM charged AS c))
+RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
           j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
           j.max_attempts,
           coalesce(j.idempotency_key, 'fairsched-job-' || j.id) AS idempotency_key,
           j.priority, j.aggregate_key, j.aggregate_seq, j.created_at, j.started_at,
           coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds
-), charged_last AS (
-    UPDATE fairsched.tenant_shares AS t
-       SET pass = t.pass + c.n * tn.cost / t.weight,
-           running = t.running + c.n,
-           claimed_total = t.claimed_total + c.n,
-           charged_total = t.charged_total + c.n * tn.cost,
-           updated_at = now()
-      FROM (SELECT m.tenant, count(*)::int AS n FROM moved AS m GROUP BY m.tenant ORDER BY m.tenant) AS c
-      JOIN tenants AS tn USING (tenant)
-     WHERE NOT (SELECT q.capped FROM q)
-       AND t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT m.tenant FROM moved AS m))
-       AND t.tenant = c.tenant
-)
-SELECT m.* FROM moved AS m
