@@ -170,11 +170,13 @@ _CAPPED = """
                SELECT FROM fairsched.tenant_shares AS s
                 WHERE s.queue_name = qs.name AND s.cap IS NOT NULL) AS capped,"""
 
-_CHARGE_EITHER_END = """), locked AS MATERIALIZED (
+# The charge-first steps: the candidates counted per tenant, their share rows locked in
+# tenant order (``lock``), charged where the cap allows; ``charged`` returns the ids
+# of the jobs to move.
+_LOCKED_CHARGED = """), locked AS MATERIALIZED (
     SELECT c.tenant, c.n, c.ids
       FROM (SELECT tenant, count(*)::int AS n, array_agg(id) AS ids
-              FROM candidate GROUP BY tenant ORDER BY tenant) AS c{lock}
-     WHERE (SELECT q.capped FROM q)
+              FROM candidate GROUP BY tenant ORDER BY tenant) AS c{lock}{capped_only}
 ), charged AS (
     UPDATE fairsched.tenant_shares AS t
        SET {charge}
@@ -184,7 +186,9 @@ _CHARGE_EITHER_END = """), locked AS MATERIALIZED (
        AND (coalesce(t.cap, q.tenant_cap) IS NULL
             OR {running} + c.n <= coalesce(t.cap, q.tenant_cap))
     RETURNING c.ids
-), moved AS (
+"""
+
+_CHARGE_EITHER_END = """{charge_first}), moved AS (
     UPDATE fairsched.jobs AS j
        SET {set_running},
            share_counted = true
@@ -207,20 +211,7 @@ SELECT m.* FROM moved AS m"""
 # A claim of one job charges its one share row first whatever the caps, its update
 # taking the lock and checking the cap; only a charged tenant's job moves. (Rendered
 # with both orders, a claim of one ran ~15% slower.)
-_CHARGE_FIRST = """), locked AS MATERIALIZED (
-    SELECT c.tenant, c.n, c.ids
-      FROM (SELECT tenant, count(*)::int AS n, array_agg(id) AS ids
-              FROM candidate GROUP BY tenant ORDER BY tenant) AS c
-), charged AS (
-    UPDATE fairsched.tenant_shares AS t
-       SET {charge}
-      FROM locked AS c JOIN tenants AS tn USING (tenant), q
-     WHERE t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT l.tenant FROM locked AS l))
-       AND t.tenant = c.tenant
-       AND (coalesce(t.cap, q.tenant_cap) IS NULL
-            OR {running} + c.n <= coalesce(t.cap, q.tenant_cap))
-    RETURNING c.ids
-)
+_CHARGE_FIRST = """{charge_first})
 UPDATE fairsched.jobs AS j
    SET {set_running},
        share_counted = true
@@ -301,6 +292,8 @@ def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -
     }
     if not any(p.orders_tenants for p in stack):
         return sql.SQL(_JOB_FIRST).format(**parts)
+    parts["capped_only"] = sql.SQL("" if single else "\n     WHERE (SELECT q.capped FROM q)")
+    parts["charge_first"] = sql.SQL(_LOCKED_CHARGED).format(**parts)
     tail = sql.SQL(_CHARGE_FIRST if single else _CHARGE_EITHER_END).format(**parts)
     return sql.SQL(_TENANT_FIRST).format(charge_and_move=tail, **parts)
 
