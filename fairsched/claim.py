@@ -152,13 +152,12 @@ _QUOTA = """SELECT s.tenant, count(*)::int AS n
      GROUP BY s.tenant"""
 _QUOTA_ONE = "SELECT t.tenant, 1 AS n FROM tenants AS t"
 
-# The chosen tenants' share rows, locked in tenant order before the charge updates them
-# (one lock order everywhere). A claim of one job charges one tenant: its update locks it.
-# On a queue with caps (``q.capped``) the charge comes first and checks each tenant's cap
-# on its latest row version; only jobs of tenants it charged move. On a queue without,
-# the jobs move first and the charge runs last, at the end of the statement (a
-# data-modifying WITH runs to completion after the main query), so concurrent claims
-# hold the share rows only for the charge and their commit, not the jobs' move.
+# The charge. On a queue with caps (``q.capped``) it comes first and checks each
+# tenant's cap on its latest row version; only jobs of tenants it charged move. On a
+# queue without, the jobs move first and the charge runs last, at the end of the
+# statement (a data-modifying WITH runs to completion after the main query), so
+# concurrent claims hold the share rows only for the charge and their commit, not the
+# jobs' move.
 _CHARGE = """pass = t.pass + c.n * tn.cost / t.weight,
            running = t.running + c.n,
            claimed_total = t.claimed_total + c.n,
@@ -218,6 +217,9 @@ UPDATE fairsched.jobs AS j
   FROM q
  WHERE j.id = ANY (ARRAY(SELECT unnest(c.ids) FROM charged AS c))
 RETURNING {returning}"""
+
+# The chosen tenants' share rows, locked in tenant order before the charge updates them
+# (one lock order everywhere). A claim of one job charges one tenant: its update locks it.
 _LOCK = """
      CROSS JOIN LATERAL (
         SELECT
