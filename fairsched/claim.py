@@ -291,10 +291,10 @@ def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -
         "quota": sql.SQL(_QUOTA_ONE if single else _QUOTA),
         "lock": sql.SQL("" if single else _LOCK),
         "capped": sql.SQL("" if single else _CAPPED),
+        "capped_only": sql.SQL("" if single else "\n     WHERE (SELECT q.capped FROM q)"),
     }
     if not any(p.orders_tenants for p in stack):
         return sql.SQL(_JOB_FIRST).format(**parts)
-    parts["capped_only"] = sql.SQL("" if single else "\n     WHERE (SELECT q.capped FROM q)")
     parts["charge_first"] = sql.SQL(_LOCKED_CHARGED).format(**parts)
     tail = sql.SQL(_CHARGE_FIRST if single else _CHARGE_EITHER_END).format(**parts)
     return sql.SQL(_TENANT_FIRST).format(charge_and_move=tail, **parts)

@@ -275,12 +275,17 @@ def test_fenced_transitions_look_their_jobs_up_by_id_whatever_analyze_saw(client
         assert not plan.seq_scans_over()
 
 
+def _cte_plan(plan: ClaimPlan, cte: str) -> ClaimPlan:
+    """The part of a claim's plan under CTE ``cte``."""
+    (top,) = [n for n in plan.nodes() if n.get("Subplan Name") == f"CTE {cte}"]
+    return ClaimPlan(top, 0, 0)
+
+
 def _share_row_scans(plan: ClaimPlan, cte: str) -> list[dict[str, Any]]:
     """The index scans of share rows under CTE ``cte`` of a claim's plan."""
-    (top,) = [n for n in plan.nodes() if n.get("Subplan Name") == f"CTE {cte}"]
     return [
         n
-        for n in ClaimPlan(top, 0, 0).nodes()
+        for n in _cte_plan(plan, cte).nodes()
         if n["Node Type"] == "Index Scan" and n["Relation Name"] == "tenant_shares"
     ]
 
@@ -302,7 +307,6 @@ def test_a_weighted_claim_charges_last_unless_the_queue_has_caps(fresh_db: str, 
     first = [n["Actual Loops"] for cte in ("locked", "charged") for n in _share_row_scans(plan, cte)]
     last = [n["Actual Loops"] for n in _share_row_scans(plan, "charged_last")]
     assert (first, last) == (([3, 3], [0]) if capped else ([0, 0], [3])), (first, last)
-    (top,) = [n for n in plan.nodes() if n.get("Subplan Name") == "CTE charged_last"]
-    sorts = [n for n in ClaimPlan(top, 0, 0).nodes() if n["Node Type"] == "Sort"]
+    sorts = [n for n in _cte_plan(plan, "charged_last").nodes() if n["Node Type"] == "Sort"]
     moved_sorted = [n["Sort Key"] for n in sorts if n["Plans"][0].get("CTE Name") == "moved"]
     assert len(moved_sorted) == 1 and moved_sorted[0][0].endswith(".tenant"), sorts
