@@ -8,6 +8,10 @@ every active tenant's; claims start their scans there. Transitions lower them th
 triggers in their own transactions; only :func:`heads_refresh` raises them, under a
 lock those transactions also take, on a snapshot taken after it. See
 ``migrations/043_claim_heads.sql`` for the argument and ``docs/claim-design.md``.
+
+Claims run on generic plans, which read their job order from an index only while the
+planner's statistics know of the backlog: :func:`statistics_refresh` analyzes the jobs
+table when they do not.
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ import psycopg
 
 from fairsched.db import operation
 from fairsched.sql import QUERIES
+
+STATISTICS_MIN_PENDING = 1000
+"""A backlog the jobs table's statistics must know of: below it, a claim that sorts the
+queue's pending jobs sorts few."""
 
 _REFRESHES = (("claim_heads_lock", "claim_heads_refresh"), ("pass_floors_lock", "pass_floors_refresh"))
 """The lock and refresh statements of a queue's job heads, then of its pass floor."""
@@ -45,3 +53,15 @@ def heads_refresh(conn: psycopg.Connection) -> int:
                 conn.execute(QUERIES[refresh], {"queue": queue})
                 refreshed += 1
     return refreshed
+
+
+def statistics_refresh(conn: psycopg.Connection, min_pending: int = STATISTICS_MIN_PENDING) -> bool:
+    """ANALYZE the jobs table when the planner takes its pending jobs for fewer than a
+    tenth of what there are, and there are at least ``min_pending``; returns whether it
+    ran. Without statistics (a table never analyzed) the planner guesses from the
+    table's size, and where it guesses about one pending job a job-first claim's generic
+    plan sorts every pending job of its queue on each claim. Skipped, returning ``False``, while a VACUUM or ANALYZE holds the table.
+    """
+    with operation("jobs_statistics_refresh"):
+        row = conn.execute(QUERIES["jobs_statistics_refresh"], {"min_pending": min_pending}).fetchone()
+    return bool(row and row[0])

@@ -274,6 +274,10 @@ class Client:
         """Raise the claim heads past claimed jobs; returns how many were raised."""
         return self._run(claimheads.heads_refresh)
 
+    def statistics_refresh(self) -> bool:
+        """ANALYZE the jobs table if its statistics hide a backlog; returns whether it ran."""
+        return self._run(claimheads.statistics_refresh)
+
     def dead_list(
         self, *, queue: str | None = None, tenant: str | None = None, limit: int = 100
     ) -> list[dead.DeadJob]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ from fairsched.claimbench import (
     claim_session,
     queue_policies_set,
 )
+from fairsched.claimheads import statistics_refresh
 from fairsched.enqueue import JobSpec
+from fairsched.headkeeper import HeadKeeper
 from fairsched.lease import (
     Failure,
     FailureKind,
@@ -242,6 +245,50 @@ def test_a_claim_session_runs_the_index_ordered_generic_plan(
     for conn in (small, large):
         for plan in session_claim_plans(conn.info.dsn, names, limit):
             assert_index_ordered(plan, names, limit)
+
+
+PENDING_FILL = """INSERT INTO fairsched.jobs (queue_name, tenant, payload, max_attempts)
+SELECT 'big', 't' || (g %% 10), '{}', 3 FROM generate_series(1, %(jobs)s) AS g"""
+
+STATUS_STATISTICS = """SELECT count(*) FROM pg_stats
+ WHERE schemaname = 'fairsched' AND tablename = 'jobs' AND attname = 'status'"""
+
+
+def test_statistics_that_hide_a_backlog_are_refreshed_before_claims_sort_it(fresh_db: str) -> None:
+    """With no statistics (the jobs table never analyzed) the planner guesses the pending
+    jobs from the table's size, and at some sizes takes them for one row: a fifo claim
+    session's generic plan then sorts the queue's pending jobs. ``statistics_refresh``
+    analyzes the table once the hidden backlog reaches its minimum, and the claims read
+    the jobs in index order again."""
+    with Client(fresh_db) as client:
+        client.declare_queue("big", QueueSettings())
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        conn.execute(PENDING_FILL, {"jobs": 40_000})  # a size whose page-based guess is ~1 row
+        assert conn.execute(STATUS_STATISTICS).fetchone() == (0,)
+        assert all(p.sorts_over_jobs() for p in session_claim_plans(fresh_db, ("fifo",), 10)), "the premise"
+        assert not statistics_refresh(conn, min_pending=100_000), "below the minimum: left to autovacuum"
+        assert statistics_refresh(conn)
+        assert conn.execute(STATUS_STATISTICS).fetchone() == (1,)
+        for plan in session_claim_plans(fresh_db, ("fifo",), 10):
+            assert_index_ordered(plan, ("fifo",), 10)
+        assert not statistics_refresh(conn), "the statistics know the backlog: nothing to do"
+
+
+def test_the_head_keeper_refreshes_statistics_when_it_starts(fresh_db: str) -> None:
+    with Client(fresh_db) as client:
+        client.declare_queue("big", QueueSettings())
+        with psycopg.connect(fresh_db, autocommit=True) as conn:
+            conn.execute(PENDING_FILL, {"jobs": 1500})
+        keeper = HeadKeeper(client, 0.01)
+        keeper.start()
+        try:
+            with psycopg.connect(fresh_db, autocommit=True) as conn:
+                deadline = time.monotonic() + 10
+                while conn.execute(STATUS_STATISTICS).fetchone() == (0,) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                assert conn.execute(STATUS_STATISTICS).fetchone() == (1,)
+        finally:
+            keeper.stop()
 
 
 @pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])

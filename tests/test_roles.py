@@ -123,6 +123,7 @@ def test_producer_enqueues_and_does_nothing_else(
     denied(db, lambda: producer.fail(lease, "x"))
     denied(db, lambda: producer.release(lease))
     denied(db, lambda: producer.recover())
+    denied(db, lambda: producer.statistics_refresh())
     denied(db, lambda: producer.declare_queue(queue, QueueSettings(lease_seconds=1)))
     denied(db, lambda: producer.job_show(lease.id))
     denied(db, lambda: producer.dead_list())
@@ -150,6 +151,7 @@ def test_worker_runs_leases_and_cannot_enqueue_or_configure(
         outcomes.append(worker.fail(lease, PermanentError("bad")) if step == 3 else worker.complete(lease))
     assert outcomes == [True, True, True]
     assert worker.recover().total == 0
+    assert worker.statistics_refresh() is False  # allowed; four jobs are not a backlog to analyze for
     denied(db, lambda: worker.enqueue(queue, {}, tenant="acme"))
     denied(db, lambda: worker.enqueue_many(queue, specs(12, 10)))
     denied(db, lambda: worker.declare_queue(queue, QueueSettings(lease_seconds=1)))

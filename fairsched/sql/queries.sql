@@ -304,6 +304,11 @@ SELECT queue_name, heads_behind, floor_behind FROM (
  WHERE heads_behind OR floor_behind
  ORDER BY queue_name
 
+-- name: jobs_statistics_refresh
+-- ANALYZE the jobs table when its statistics hide a backlog of at least min_pending
+-- (migrations/048_jobs_statistics_refresh.sql); true when it ran.
+SELECT fairsched.jobs_statistics_refresh(%(min_pending)s)
+
 -- name: claim_heads_lock
 -- Lock a queue's claim heads for a refresh, skipping them while a transaction that makes
 -- jobs pending holds them (it lowers them itself; the next refresh raises them).
