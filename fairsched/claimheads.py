@@ -60,7 +60,8 @@ def statistics_refresh(conn: psycopg.Connection, min_pending: int = STATISTICS_M
     tenth of what there are, and there are at least ``min_pending``; returns whether it
     ran. Without statistics (a table never analyzed) the planner guesses from the
     table's size, and where it guesses about one pending job a job-first claim's generic
-    plan sorts every pending job of its queue on each claim. Skipped, returning ``False``, while a VACUUM or ANALYZE holds the table.
+    plan sorts every pending job of its queue on each claim. Skipped, returning
+    ``False``, while a VACUUM or ANALYZE holds the table.
     """
     with operation("jobs_statistics_refresh"):
         row = conn.execute(QUERIES["jobs_statistics_refresh"], {"min_pending": min_pending}).fetchone()
