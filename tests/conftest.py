@@ -1,7 +1,8 @@
 """Test fixtures: a real PostgreSQL, and a fresh database per test cloned from a template.
 
 The server is ``$FAIRSCHED_TEST_DATABASE_URL`` when set, else an embedded server
-started under the system temp directory (reused across runs). Each test gets its
+under the system temp directory (its data reused across runs), stopped when the test
+session ends. Each test gets its
 own database created from a template that holds the migrated schema, so tests
 (including multi-process ones) never see each other's rows.
 """
@@ -34,7 +35,7 @@ def _server_dsn() -> str:
     from fairsched.embedded import embedded_dsn
 
     data_dir = Path(tempfile.gettempdir()) / f"fairsched-test-pg-{os.getuid()}"
-    return embedded_dsn(data_dir, database="postgres")
+    return embedded_dsn(data_dir, database="postgres", keep_running=False)
 
 
 def with_database(dsn: str, dbname: str) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,3 +56,17 @@ def test_migrate_starts_the_embedded_server_then_reuses_it(data_dir: Path) -> No
     recovered = cli_process(["recover", "--json"], env)
     assert recovered.returncode == 0, recovered.stderr
     assert postmaster_pid(data_dir) == pid
+
+
+def test_a_server_not_kept_running_stops_when_the_process_that_started_it_exits(data_dir: Path) -> None:
+    """The test fixture's server (``keep_running=False``) is not left behind by the run."""
+    code = (
+        "import sys; from pathlib import Path; from fairsched.embedded import embedded_dsn; "
+        "print(embedded_dsn(Path(sys.argv[1]), keep_running=False))"
+    )
+    command = [sys.executable, "-c", code, str(data_dir)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("postgresql://"), done.stdout
+    assert (data_dir / "PG_VERSION").exists(), "the data stays"
+    assert not (data_dir / "postmaster.pid").exists(), "the server stopped"
