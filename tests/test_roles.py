@@ -169,6 +169,17 @@ def test_worker_runs_leases_and_cannot_enqueue_or_configure(
         assert db_snapshot(db) == before
 
 
+def test_a_worker_analyzes_a_hidden_backlog_through_the_owners_function(
+    producer: Client, worker: Client, db: psycopg.Connection
+) -> None:
+    """Only the jobs table's owner may ANALYZE it; the worker's statistics refresh runs
+    as the owner (``SECURITY DEFINER``)."""
+    producer.enqueue_many("fifo", [JobSpec({}, tenant=f"t{n % 7}") for n in range(1200)])
+    assert worker.statistics_refresh() is True
+    analyzed = "SELECT count(*) FROM pg_stats WHERE schemaname = 'fairsched' AND tablename = 'jobs'"
+    assert db.execute(analyzed).fetchone() != (0,)
+
+
 def test_admin_configures_and_resolves_dead_jobs(
     admin: Client, producer: Client, db: psycopg.Connection
 ) -> None:
