@@ -2,9 +2,8 @@
 
 The server is ``$FAIRSCHED_TEST_DATABASE_URL`` when set, else an embedded server
 under the system temp directory (its data reused across runs), stopped when the test
-session ends. Each test gets its
-own database created from a template that holds the migrated schema, so tests
-(including multi-process ones) never see each other's rows.
+session ends. Each test gets its own database created from a template that holds the
+migrated schema, so tests (including multi-process ones) never see each other's rows.
 """
 
 from __future__ import annotations
