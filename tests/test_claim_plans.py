@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from worker_support import wait_for
 
 from fairsched import Client, QueueSettings
 from fairsched.claim import claim_params, compose_claim, jobs_claim, tenant_first
@@ -283,10 +283,9 @@ def test_the_head_keeper_refreshes_statistics_when_it_starts(fresh_db: str) -> N
         keeper.start()
         try:
             with psycopg.connect(fresh_db, autocommit=True) as conn:
-                deadline = time.monotonic() + 10
-                while conn.execute(STATUS_STATISTICS).fetchone() == (0,) and time.monotonic() < deadline:
-                    time.sleep(0.02)
-                assert conn.execute(STATUS_STATISTICS).fetchone() == (1,)
+                wait_for(
+                    lambda: conn.execute(STATUS_STATISTICS).fetchone() == (1,), "the jobs table analyzed"
+                )
         finally:
             keeper.stop()
 
