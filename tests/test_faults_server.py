@@ -85,9 +85,25 @@ def blocked_backends(admin: psycopg.Connection, mark: str) -> list[int]:
     return [row[0] for row in rows]
 
 
+def heartbeat_coming(admin: psycopg.Connection) -> bool:
+    """A job claimed within the last 0.4 s (of a 3 s lease) works more than 1.6 s: its first
+    heartbeat, due a third of the lease after the claim and sent within the heartbeat
+    thread's next half-second tick, comes while the table is held."""
+    row = admin.execute(
+        "SELECT count(*) FROM fairsched.jobs WHERE status = 'running'"
+        " AND (payload->>'work')::float8 > 1.6 AND lease_expires_at > now() + interval '2.6 s'"
+    ).fetchone()
+    return row is not None and row[0] > 0
+
+
 def terminate_mid_statement(dsn: str, admin: psycopg.Connection, mark: str) -> int:
     """Hold the job table so worker statements queue up, terminate the backends stuck in a
-    statement like ``mark``, let go. Returns how many were terminated."""
+    statement like ``mark``, let go. Returns how many were terminated.
+
+    A heartbeat is sent only for a job running long enough, so that phase first waits
+    for one."""
+    if mark == RENEW_MARK:
+        wait_for(lambda: heartbeat_coming(admin), "a job whose heartbeat is due soon")
     with psycopg.connect(dsn) as locker:
         locker.execute("SET lock_timeout = '10s'")
         locker.execute("LOCK TABLE fairsched.jobs IN EXCLUSIVE MODE")
@@ -100,7 +116,7 @@ def terminate_mid_statement(dsn: str, admin: psycopg.Connection, mark: str) -> i
 
 def test_connections_terminated_mid_claim_heartbeat_and_complete(fresh_db: str, tmp_path: Path) -> None:
     soak = Soak(
-        fresh_db, workers=2, slots=4, rate=15, lease_seconds=3.0, work_seconds=(0.3, 1.5), log_dir=tmp_path
+        fresh_db, workers=2, slots=4, rate=15, lease_seconds=3.0, work_seconds=(0.3, 2.0), log_dir=tmp_path
     )
     terminated = {"claim": 0, "heartbeat": 0, "complete": 0}
     with soak, psycopg.connect(fresh_db, autocommit=True) as admin:
