@@ -30,6 +30,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from fairsched import claimbench, peers
 from fairsched.claim import jobs_claim
 from fairsched.client import Client
+from fairsched.cputime import CpuMeter, local_backends
 from fairsched.enqueue import JobSpec
 from fairsched.lease import leases_complete
 from fairsched.settings import QueueSettings
@@ -138,6 +139,8 @@ def worker_processes(dsn: str, count: int, slots: int) -> Iterator[list[subproce
                 p.wait()
 
 
+STARTED_POLL_SECONDS = 0.02
+"""How often :func:`wait_started` looks, while the workers start up."""
 DRAIN_POLL_SECONDS = 0.5
 """How often :func:`wait_drained` looks. Windows are measured from the jobs' own
 timestamps, so a slower poll delays only the end of the wait, and takes less server
@@ -198,12 +201,53 @@ def drain_rate(dsn: str) -> float:
     return float(succeeded) / float(seconds)
 
 
-def fairsched_e2e(cfg: BenchConfig) -> float:
-    """Jobs/s of real worker processes draining the no-op backlog."""
+def wait_started(conn: psycopg.Connection, jobs: int, timeout: float = 120.0) -> int:
+    """Poll until the workers finished a first job (they have started); returns how many
+    jobs were unfinished then."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(QUERIES["bench_unfinished"], {"queue": QUEUE, "cap": jobs}).fetchone()
+        if row and row[0] < jobs:
+            return int(row[0])
+        time.sleep(STARTED_POLL_SECONDS)
+    raise TimeoutError(f"no bench job finished within {timeout:.0f} s")
+
+
+@dataclass(frozen=True)
+class CpuPerJob:
+    """CPU milliseconds per 1,000 jobs of a runner's clients and of its server backends
+    (``None`` unless the server runs on this machine)."""
+
+    client: float
+    server: float | None
+
+    @property
+    def total(self) -> float | None:
+        """Clients and backends together, when both were measured."""
+        return None if self.server is None else self.client + self.server
+
+    @classmethod
+    def of(cls, jobs: int, client: float, server: float | None) -> CpuPerJob:
+        return cls(client * 1e6 / jobs, None if server is None else server * 1e6 / jobs)
+
+
+def fairsched_e2e(cfg: BenchConfig) -> tuple[float, CpuPerJob | None]:
+    """Jobs/s of real worker processes draining the no-op backlog, and the CPU per job the
+    workers and their backends used from their first finished job to the end of the drain
+    (their start-up left out); ``None`` when the drain ended before a first look."""
     with no_op_backlog(cfg) as dsn:
-        with worker_processes(dsn, cfg.workers, cfg.slots):
+        with (
+            worker_processes(dsn, cfg.workers, cfg.slots) as procs,
+            psycopg.connect(dsn, autocommit=True) as watch,
+        ):
+            left = wait_started(watch, cfg.jobs)
+            pids = [p.pid for p in procs]
+            workers, backends = CpuMeter(pids), CpuMeter(local_backends(watch))
             wait_drained(dsn)
-        return drain_rate(dsn)
+            serving = local_backends(watch)
+            server = backends.used(serving) if serving else None
+            cpu = CpuPerJob.of(left, workers.used(pids), server) if left else None
+        return drain_rate(dsn), cpu
 
 
 def statements_loop(cfg: BenchConfig, connections: int, batch: int = 50) -> float:
@@ -231,6 +275,11 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
     ratio = Figure("e2e", "fairsched / plain loop", "ratio", bar=">= 0.6")
     alone = Figure("e2e", "fairsched statements alone, 50/txn, no worker, jobs/s", "jobs/s")
     alone_ratio = Figure("e2e", "fairsched statements alone / plain loop", "ratio")
+    cpu = {  # per runner: its clients' figure, its backends' figure
+        runner: [Figure("e2e", f"{runner} {side}, CPU ms per 1k jobs", "ms") for side in (who, "backends")]
+        for runner, who in (("fairsched", "workers"), ("plain loop", "client"))
+    }
+    cpu_ratio = Figure("e2e", "fairsched / plain loop, CPU per job (clients + backends)", "ratio")
     available = peers.peers_available()
     peer_figs = {
         name: (
@@ -241,11 +290,25 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
         if ok
     }
     for _ in range(cfg.repeats):
-        ours_rate = fairsched_e2e(cfg)
+        ours_rate, ours_cpu = fairsched_e2e(cfg)
         ours.samples.append(ours_rate)
         with scratch_db(cfg.admin_dsn, migrate=False) as dsn:
-            plain_rate = peers.plain_loop(dsn, jobs=cfg.jobs, workers=cfg.workers * 2).per_second
+            plain_run = peers.plain_loop(dsn, jobs=cfg.jobs, workers=cfg.workers * 2)
+        plain_rate = plain_run.per_second
         plain.samples.append(plain_rate)
+        plain_cpu = (
+            None
+            if plain_run.client_cpu is None
+            else CpuPerJob.of(plain_run.jobs, plain_run.client_cpu, plain_run.server_cpu)
+        )
+        for runner, measured in (("fairsched", ours_cpu), ("plain loop", plain_cpu)):
+            clients_fig, backends_fig = cpu[runner]
+            if measured is not None:
+                clients_fig.samples.append(measured.client)
+            if measured is not None and measured.server is not None:
+                backends_fig.samples.append(measured.server)
+        if ours_cpu and plain_cpu and ours_cpu.total and plain_cpu.total:
+            cpu_ratio.samples.append(ours_cpu.total / plain_cpu.total)
         ratio.samples.append(ours_rate / plain_rate)
         alone_rate = statements_loop(cfg, connections=cfg.workers * 2)
         alone.samples.append(alone_rate)
@@ -263,6 +326,7 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
             fig.samples.append(rate)
             fig_ratio.samples.append(ours_rate / rate)
     figures.extend([ours, plain, ratio, alone, alone_ratio])
+    figures.extend(fig for fig in [*cpu["fairsched"], *cpu["plain loop"], cpu_ratio] if fig.samples)
     for fig, fig_ratio in peer_figs.values():
         figures.extend([fig, fig_ratio])
 

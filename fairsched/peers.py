@@ -21,15 +21,19 @@ from typing import Any
 
 import psycopg
 
+from fairsched.cputime import CpuMeter, is_backend_of
 from fairsched.sql import QUERIES
 
 
 @dataclass(frozen=True)
 class Throughput:
-    """Jobs done over the measured window."""
+    """Jobs done over the measured window, and the CPU seconds the runner's clients and its
+    server backends used in it, where measured (backends only on a server of this machine)."""
 
     jobs: int
     seconds: float
+    client_cpu: float | None = None
+    server_cpu: float | None = None
 
     @property
     def per_second(self) -> float:
@@ -57,12 +61,25 @@ def plain_loop(dsn: str, *, jobs: int, workers: int, batch: int = 50) -> Through
         conn.execute(QUERIES["plain_install"])
         conn.execute(QUERIES["plain_fill"], {"jobs": jobs})
         conn.execute("VACUUM ANALYZE bench_plain.jobs")
-    ready = threading.Barrier(workers + 1)
+        database = conn.info.dbname
+    backends: list[int] = []
+    client_start, server = 0.0, CpuMeter(())
+
+    def start_clocks() -> None:
+        """Run as the barrier lets the loops go, before any of them claims."""
+        nonlocal client_start, server
+        client_start, server = time.process_time(), CpuMeter(backends)
+
+    ready = threading.Barrier(workers + 1, action=start_clocks)
     done_at: list[float] = []
+    server_cpu: list[float] = []
 
     def loop(n: int) -> None:
         owner = f"plain-{n}"
         with psycopg.connect(dsn, autocommit=True) as conn:
+            pid = conn.info.backend_pid
+            if is_backend_of(pid, database):
+                backends.append(pid)
             ready.wait()
             while True:
                 rows = conn.execute(QUERIES["plain_claim"], {"owner": owner, "batch": batch}).fetchall()
@@ -72,7 +89,9 @@ def plain_loop(dsn: str, *, jobs: int, workers: int, batch: int = 50) -> Through
                     QUERIES["plain_complete"],
                     {"ids": [r[0] for r in rows], "tokens": [r[1] for r in rows], "owner": owner},
                 )
-        done_at.append(time.perf_counter())
+            done_at.append(time.perf_counter())
+            if pid in backends:
+                server_cpu.append(server.used([pid]))  # before the backend exits
 
     threads = [threading.Thread(target=loop, args=(n,)) for n in range(workers)]
     for t in threads:
@@ -81,9 +100,16 @@ def plain_loop(dsn: str, *, jobs: int, workers: int, batch: int = 50) -> Through
     start = time.perf_counter()
     for t in threads:
         t.join()
+    client_cpu = time.process_time() - client_start
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM bench_plain.jobs WHERE status = 'succeeded'").fetchone()
-    return Throughput(int(row[0]) if row else 0, max(done_at) - start)
+    measured = len(server_cpu) == workers
+    return Throughput(
+        int(row[0]) if row else 0,
+        max(done_at) - start,
+        client_cpu=client_cpu,
+        server_cpu=sum(server_cpu) if measured else None,
+    )
 
 
 # -- peers with their own workers ---------------------------------------------

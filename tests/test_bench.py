@@ -46,6 +46,17 @@ def test_bench_e2e_and_memory_report_measured_ratios(server_dsn: str) -> None:
     alone_ratio = figures["fairsched statements alone / plain loop"]
     assert alone["median"] > 0
     assert alone_ratio["median"] == pytest.approx(alone["median"] / plain["median"], rel=1e-6)
+    # The server is on this machine: the CPU per job of both runners' clients and backends.
+    cpu = {
+        (runner, side): figures[f"{runner} {side}, CPU ms per 1k jobs"]["median"]
+        for runner, sides in (("fairsched", ("workers", "backends")), ("plain loop", ("client", "backends")))
+        for side in sides
+    }
+    assert all(value > 0 for value in cpu.values()), cpu
+    cpu_ratio = figures["fairsched / plain loop, CPU per job (clients + backends)"]["median"]
+    ours_cpu = cpu["fairsched", "workers"] + cpu["fairsched", "backends"]
+    plain_cpu = cpu["plain loop", "client"] + cpu["plain loop", "backends"]
+    assert cpu_ratio == pytest.approx(ours_cpu / plain_cpu, rel=1e-6)
     rss = figures["worker RSS at 64 slots"]["median"]
     assert 10 < rss < 1000
     assert "admin_dsn" not in json.dumps(result["config"])

@@ -18,6 +18,10 @@ SELECT count(*) FROM (
     (SELECT 1 FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'waiting' LIMIT %(cap)s)
 ) AS unfinished
 
+-- name: bench_backends
+-- The other backends connected to this database (the bench reads their CPU time).
+SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+
 -- name: bench_waits
 -- Enqueue-to-first-claim wait of every job claimed, per tenant, with its claim time.
 SELECT j.tenant, extract(epoch FROM a.claimed_at - j.created_at) AS wait,
