@@ -168,6 +168,38 @@ def test_completions_never_wait_for_share_rows_a_claimer_holds(
     assert {s.tenant: s.running for s in tenant_shares_list(db, "w")} == {"t": 1}
 
 
+def test_every_way_out_of_running_releases_each_tenants_own_slots(
+    client: Client, db: psycopg.Connection
+) -> None:
+    """Completions (released from the rows their statement updates), failures and
+    releases (from the job ids, in their settling transaction) of batches that mix
+    queues and tenants release exactly the slots of each queue and tenant."""
+    for queue in ("w1", "w2"):
+        declare(client, queue, ["weighted"])
+        for tenant in ("a", "b", "c"):
+            fill(client, queue, tenant, 10)
+    claimed = {queue: client.claim(queue, owner="o", limit=24) for queue in ("w1", "w2")}
+    by_tenant = {
+        (queue, tenant): [lease for lease in leases if lease.tenant == tenant]
+        for queue, leases in claimed.items()
+        for tenant in ("a", "b", "c")
+    }
+    done = by_tenant["w1", "a"][:5] + by_tenant["w2", "a"][:1] + by_tenant["w1", "b"][:2]
+    done += by_tenant["w2", "c"]
+    failed = by_tenant["w1", "c"][:3] + by_tenant["w2", "b"][:4]
+    released = by_tenant["w1", "a"][5:7]
+    assert client.complete_many(done) == {lease.id for lease in done}
+    assert all(outcome.held for outcome in client.fail_many((lease, "boom") for lease in failed).values())
+    assert all(client.release(lease) for lease in released)
+    gone = {lease.id for lease in done + failed + released}
+    expected = Counter(
+        (queue, lease.tenant) for queue, leases in claimed.items() for lease in leases if lease.id not in gone
+    )
+    running = {(queue, s.tenant): s.running for queue in ("w1", "w2") for s in tenant_shares_list(db, queue)}
+    assert running == {key: expected[key] for key in running}, (running, expected)
+    assert sum(running.values()) == 48 - len(gone)
+
+
 def test_a_cap_set_live_counts_the_jobs_already_running(client: Client, db: psycopg.Connection) -> None:
     declare(client, "w", ["weighted"])
     fill(client, "w", "t", 50)

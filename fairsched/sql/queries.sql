@@ -143,7 +143,8 @@ RETURNING j.lease_expires_at
 -- name: leases_complete
 -- Mark held leases succeeded (arrays of id and token; a succeeded job's row is its
 -- attempt's record: migrations/045_succeeded_attempts_from_jobs.sql), settle the shares
--- of the jobs weighted claims counted (fairsched.tenant_shares_finish), and audit every
+-- of the jobs weighted claims counted from the rows updated
+-- (fairsched.tenant_shares_finish, migrations/049_tenant_shares_finish_from_rows.sql), and audit every
 -- lease that no longer held. Returns the ids that completed. Rows
 -- are looked up by id (see lease_renew); each row's token is found by its id's position.
 WITH done AS (
@@ -154,7 +155,7 @@ WITH done AS (
        AND j.lease_owner = %(owner)s
        AND j.lease_token = (%(tokens)s::bigint[])[array_position(%(ids)s::bigint[], j.id)]
        AND j.lease_expires_at > now()
-    RETURNING j.id, j.attempt_count, j.lease_token, j.lease_owner, j.started_at, j.share_counted
+    RETURNING j.id, j.queue_name, j.tenant, j.share_counted
 ), stale AS (
     INSERT INTO fairsched.job_events (job_id, kind, detail)
     SELECT i.id, 'stale_completion_rejected',
@@ -163,8 +164,10 @@ WITH done AS (
      WHERE (SELECT count(*) FROM done) < cardinality(%(ids)s::bigint[])
        AND i.id <> ALL (ARRAY(SELECT d.id FROM done AS d))
 ), shares AS (
-    SELECT fairsched.tenant_shares_finish(ARRAY(SELECT d.id FROM done AS d WHERE d.share_counted))
-     WHERE EXISTS (SELECT 1 FROM done AS d WHERE d.share_counted)
+    SELECT fairsched.tenant_shares_finish(array_agg(d.id), array_agg(d.queue_name), array_agg(d.tenant))
+      FROM done AS d
+     WHERE d.share_counted
+    HAVING count(*) > 0
 )
 SELECT d.id FROM done AS d LEFT JOIN shares ON true
 
