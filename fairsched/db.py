@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache, partial
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
 from fairsched import metrics
@@ -65,18 +69,42 @@ def make_pool(
     configure: Callable[[psycopg.Connection], None] | None = None,
 ) -> ConnectionPool:
     """An autocommit connection pool; multi-statement work opens explicit transactions.
-    ``configure`` runs on every new connection."""
+    Every new connection decodes JSON as text (:func:`json_from_text`), then runs
+    ``configure``."""
+
+    def setup(conn: psycopg.Connection) -> None:
+        json_from_text(conn)
+        if configure is not None:
+            configure(conn)
+
     pool = ConnectionPool(
         dsn,
         min_size=1,
         max_size=max(1, max_size),
         kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
-        configure=configure,
+        configure=setup,
         open=False,
         name="fairsched",
         reconnect_timeout=300,
     )
     return pool
+
+
+def json_from_text(conn: psycopg.Connection) -> None:
+    """Load ``conn``'s json and jsonb results by decoding them to text first: given
+    bytes, ``json.loads`` sniffs their encoding in Python before it parses (~2 µs a
+    value, once per claimed job's payload). PostgreSQL sends them in the client encoding."""
+    set_json_loads(_json_loads(conn.info.encoding), conn)
+
+
+@lru_cache
+def _json_loads(encoding: str) -> Callable[[str | bytes], Any]:
+    """One function per encoding: psycopg makes a loader class per function it is given."""
+    return partial(_decode_json, encoding)
+
+
+def _decode_json(encoding: str, data: str | bytes) -> Any:
+    return json.loads(data.decode(encoding) if isinstance(data, bytes) else data)
 
 
 def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from psycopg.pq import Format
 
 from fairsched import Client, FailureKind, JobSpec, PermanentError, QueueSettings
 from fairsched.errors import InvalidInput, JobNotFound, PayloadTooLarge, UnknownQueue
@@ -36,6 +37,20 @@ def test_claim_leases_with_token_and_attempt(client: Client) -> None:
     )
     assert lease.idempotency_key == f"fairsched-job-{job_id}"
     assert client.claim("q", owner="w2") == []
+
+
+def test_payloads_come_back_as_enqueued_through_the_pools_text_json_loader(client: Client) -> None:
+    """Pooled connections decode JSON to text before parsing (``db.json_from_text``):
+    non-ASCII text, escapes and nesting come back as they went in."""
+    payload = {"name": "Zoë Ångström", "emoji": "\U0001f680", "quote": 'a "b" \\ c', "n": [1, 2.5, None]}
+    client.enqueue("q", payload, tenant="acme")
+    with client.pool.connection() as conn:
+        for name in ("json", "jsonb"):
+            oid = conn.adapters.types[name].oid
+            for fmt in (Format.TEXT, Format.BINARY):
+                assert conn.adapters.get_loader(oid, fmt) is not psycopg.adapters.get_loader(oid, fmt)
+    [lease] = client.claim("q", owner="w1")
+    assert lease.payload == payload
 
 
 def test_lease_rows_must_list_the_lease_fields_in_order(db: psycopg.Connection) -> None:
