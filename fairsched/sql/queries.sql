@@ -147,21 +147,23 @@ RETURNING j.lease_expires_at
 -- (fairsched.tenant_shares_finish, migrations/049_tenant_shares_finish_from_rows.sql), and audit every
 -- lease that no longer held. Returns the ids that completed. Rows
 -- are looked up by id (see lease_renew); each row's token is found by its id's position.
+-- The id and token arrays travel in binary (their placeholders end in b): psycopg dumps a
+-- list of 50 ints in binary in under half the time it takes as text.
 WITH done AS (
     UPDATE fairsched.jobs AS j
        SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL
-     WHERE j.id = ANY (ARRAY(SELECT unnest(%(ids)s::bigint[])))
+     WHERE j.id = ANY (ARRAY(SELECT unnest(%(ids)b::bigint[])))
        AND (j.status = 'running') IS TRUE
        AND j.lease_owner = %(owner)s
-       AND j.lease_token = (%(tokens)s::bigint[])[array_position(%(ids)s::bigint[], j.id)]
+       AND j.lease_token = (%(tokens)b::bigint[])[array_position(%(ids)b::bigint[], j.id)]
        AND j.lease_expires_at > now()
     RETURNING j.id, j.queue_name, j.tenant, j.share_counted
 ), stale AS (
     INSERT INTO fairsched.job_events (job_id, kind, detail)
     SELECT i.id, 'stale_completion_rejected',
            jsonb_build_object('op', 'complete', 'token', i.token, 'owner', %(owner)s)
-      FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS i(id, token)
-     WHERE (SELECT count(*) FROM done) < cardinality(%(ids)s::bigint[])
+      FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[]) AS i(id, token)
+     WHERE (SELECT count(*) FROM done) < cardinality(%(ids)b::bigint[])
        AND i.id <> ALL (ARRAY(SELECT d.id FROM done AS d))
 ), shares AS (
     SELECT fairsched.tenant_shares_finish(array_agg(d.id), array_agg(d.queue_name), array_agg(d.tenant))
