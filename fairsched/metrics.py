@@ -145,16 +145,20 @@ class ClaimedJob(Protocol):
 
 
 def record_claims(leases: Sequence[ClaimedJob], labels: TenantLabels) -> None:
-    """Count claimed jobs per tenant, and the enqueue-to-start wait of first attempts.
+    """Count claimed jobs per queue and per tenant, and observe the enqueue-to-start wait
+    of first attempts per queue and per tenant (each lease's wait computed once).
 
     Both timestamps are database time, so the wait does not depend on a worker's clock.
     """
-    groups: dict[tuple[str, str], list[ClaimedJob]] = {}
+    groups: dict[tuple[str, str], list[float | None]] = {}
     for lease in leases:
-        groups.setdefault((lease.queue, labels(lease.tenant)), []).append(lease)
-    for key, group in groups.items():  # one series lookup per queue and tenant label
-        TENANT_CLAIMS.labels(*key).inc(len(group))
-        waits = TENANT_WAIT_SECONDS.labels(*key)
-        for lease in group:
-            if lease.attempt == 1:
-                waits.observe(max((lease.started_at - lease.created_at).total_seconds(), 0.0))
+        wait = max((lease.started_at - lease.created_at).total_seconds(), 0.0) if lease.attempt == 1 else None
+        groups.setdefault((lease.queue, labels(lease.tenant)), []).append(wait)
+    for (queue, tenant), waits in groups.items():  # one series lookup per queue and tenant label
+        CLAIMS.labels(queue).inc(len(waits))
+        TENANT_CLAIMS.labels(queue, tenant).inc(len(waits))
+        queue_waits, tenant_waits = WAIT_SECONDS.labels(queue), TENANT_WAIT_SECONDS.labels(queue, tenant)
+        for wait in waits:
+            if wait is not None:
+                queue_waits.observe(wait)
+                tenant_waits.observe(wait)

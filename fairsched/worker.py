@@ -31,9 +31,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from types import FrameType
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -139,8 +138,7 @@ def run_worker(
 # -- the runtime -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """A finished attempt, waiting to be recorded: ``error`` is ``None`` on success."""
 
     job: Job
@@ -156,9 +154,9 @@ class Running:
         self._jobs: dict[tuple[int, int], Job] = {}
         self._abandoned = False
 
-    def add(self, job: Job) -> None:
+    def add(self, jobs: Iterable[Job]) -> None:
         with self._cond:
-            self._jobs[(job.id, job.lease.token)] = job
+            self._jobs.update(((job.id, job.lease.token), job) for job in jobs)
 
     def remove(self, job: Job) -> bool:
         """Forget a finished job; ``False`` when shutdown already abandoned it."""
@@ -345,7 +343,6 @@ class QueueRunner:
         self._inbox: queue_mod.SimpleQueue[tuple[Job, float]] = queue_mod.SimpleQueue()
         self._claimer = service_thread(f"fairsched-claim-{name}", self._claim_loop, worker.crashed)
         # This queue's series, looked up once: labels() costs more than the update per job.
-        self._wait_hist = metrics.WAIT_SECONDS.labels(name)
         self._start_hist = metrics.CLAIM_TO_START_SECONDS.labels(name)
 
     def start(self) -> None:
@@ -434,13 +431,10 @@ class QueueRunner:
             return
         if not leases:
             return
-        metrics.CLAIMS.labels(self.name).inc(len(leases))
         metrics.record_claims(leases, self._worker.tenant_labels)
-        for lease in leases:
-            if lease.attempt == 1:
-                self._wait_hist.observe(max(0.0, (lease.started_at - lease.created_at).total_seconds()))
-            job = Job(lease, claimed)
-            self._worker.running.add(job)
+        jobs = [Job(lease, claimed) for lease in leases]
+        self._worker.running.add(jobs)
+        for job in jobs:
             if self._async:
                 asyncio.run_coroutine_threadsafe(self._run_async(job, claimed), self._worker.event_loop())
             else:

@@ -122,13 +122,18 @@ def test_record_claims_counts_tenants_and_first_attempt_waits(client: Client) ->
     for tenant in ("acme", "acme", "initech"):
         client.enqueue("q", {}, tenant=tenant)
     leases = client.claim("q", owner="w", limit=3)
+    leases[-1] = leases[-1]._replace(attempt=2)  # a retry: its wait is not enqueue-to-start
     labels = metrics.TenantLabels(["acme"])
     before = {t: _claims("q", t) for t in ("acme", "other")}
-    waits_before = _wait_count("q", "acme")
+    queue_before = (_sample("fairsched_claims_total", queue="q"), _wait_count("q"))
+    waits_before = {t: _wait_count("q", t) for t in ("acme", "other")}
     metrics.record_claims(leases, labels)
     assert _claims("q", "acme") - before["acme"] == 2
     assert _claims("q", "other") - before["other"] == 1
-    assert _wait_count("q", "acme") - waits_before == 2
+    assert _sample("fairsched_claims_total", queue="q") - queue_before[0] == 3
+    waits = {t: _wait_count("q", t) - waits_before[t] for t in ("acme", "other")}
+    assert sum(waits.values()) == 2
+    assert _wait_count("q") - queue_before[1] == 2
 
 
 def _claims(queue: str, tenant: str) -> float:
@@ -139,10 +144,14 @@ def _claims(queue: str, tenant: str) -> float:
     )
 
 
-def _wait_count(queue: str, tenant: str) -> float:
+def _wait_count(queue: str, tenant: str | None = None) -> float:
+    """Waits observed for ``queue`` (per tenant label, or the queue's own histogram)."""
+    if tenant is None:
+        return _sample("fairsched_wait_seconds_count", queue=queue)
+    return _sample("fairsched_tenant_wait_seconds_count", queue=queue, tenant=tenant)
+
+
+def _sample(name: str, **labels: str) -> float:
     from prometheus_client import REGISTRY
 
-    value = REGISTRY.get_sample_value(
-        "fairsched_tenant_wait_seconds_count", {"queue": queue, "tenant": tenant}
-    )
-    return value or 0.0
+    return REGISTRY.get_sample_value(name, labels) or 0.0
