@@ -32,8 +32,9 @@ from fairsched.claim import jobs_claim
 from fairsched.client import Client
 from fairsched.cputime import CpuMeter, local_backends
 from fairsched.enqueue import JobSpec
+from fairsched.headkeeper import HeadKeeper
 from fairsched.lease import leases_complete
-from fairsched.settings import QueueSettings
+from fairsched.settings import QueueSettings, Settings
 from fairsched.sql import QUERIES
 
 QUEUE = "bench"
@@ -255,16 +256,24 @@ def statements_loop(cfg: BenchConfig, connections: int, batch: int = 50) -> floa
     backlog: ``connections`` threads, each claiming ``batch`` and completing them in a
     loop on a claim session, no worker runtime (the plain loop's shape, on fairsched's
     table and policy stack). Tells the statements' share of an end-to-end miss from the
-    runtime's."""
-    with no_op_backlog(cfg) as dsn:
+    runtime's.
+
+    A head keeper raises the claim heads meanwhile, as every worker's does: without
+    one, each claim walks the index entries of every job claimed before it."""
+    with no_op_backlog(cfg) as dsn, Client(dsn) as client:
 
         def loop(n: int) -> None:
             with claimbench.claim_session(dsn) as conn:
                 while leases := jobs_claim(conn, QUEUE, owner=f"loop-{n}", limit=batch):
                     leases_complete(conn, leases)
 
-        with ThreadPoolExecutor(connections) as pool:
-            list(pool.map(loop, range(connections)))  # re-raises a loop's error
+        keeper = HeadKeeper(client, Settings().head_refresh_seconds)
+        keeper.start()
+        try:
+            with ThreadPoolExecutor(connections) as pool:
+                list(pool.map(loop, range(connections)))  # re-raises a loop's error
+        finally:
+            keeper.stop()
         return drain_rate(dsn)
 
 
