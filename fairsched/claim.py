@@ -334,14 +334,17 @@ _GENERIC_SESSIONS: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 
 
 def claim_session_configure(conn: psycopg.Connection) -> None:
-    """Make ``conn`` a claim session: its prepared statements run on their generic plans.
+    """Make ``conn`` a claim session: its prepared statements run on their generic plans,
+    without JIT.
 
     Planning a claim costs more than running it (the tenant-first statement plans in
     ~0.8 ms and runs in ~0.3), and the plan cache keeps choosing custom plans for it,
     because a generic plan cannot see the limit. The claims' generic plans are the
     same index-ordered plans (``tests/test_claim_plans.py`` checks the plans a claim
-    session runs). :class:`~fairsched.client.Client` opens its claim pool's
-    connections with this.
+    session runs). Not seeing the limit, a generic plan's cost grows with the backlog:
+    past a few 100k jobs it passes ``jit_above_cost``, and compiling its expressions
+    (~70 ms) would cost each claim fifty times the claim. :class:`~fairsched.client.Client`
+    opens its claim pool's connections with this.
     """
     conn.execute(QUERIES["claim_session_generic"])
     _GENERIC_SESSIONS.add(conn)
@@ -351,14 +354,15 @@ def claim_execute(cur: psycopg.Cursor[Lease], names: Sequence[str], params: dict
     """Run a stack's claim statement on ``cur``.
 
     Outside a claim session (:func:`claim_session_configure`) the tenant-first
-    statement still runs on its generic plan, set for its own transaction; the
-    job-first statement plans in ~0.2 ms and keeps the default there.
+    statement still runs on its generic plan without JIT, set for its own transaction;
+    the job-first statement plans in ~0.2 ms and keeps the defaults there (its custom
+    plans see the limit: their cost estimates stay small whatever the backlog).
     """
     statement = claim_statement(names, params)
     if cur.connection in _GENERIC_SESSIONS or not tenant_first(names):
         return cur.execute(statement, params).fetchall()
     with cur.connection.transaction():
-        cur.execute(QUERIES["claim_plan_generic"])
+        cur.connection.execute(QUERIES["claim_plan_generic"])
         return cur.execute(statement, params).fetchall()
 
 

@@ -17,7 +17,7 @@ from psycopg import sql
 from worker_support import wait_for
 
 from fairsched import Client, QueueSettings
-from fairsched.claim import claim_params, compose_claim, jobs_claim, tenant_first
+from fairsched.claim import claim_params, claim_session_configure, compose_claim, jobs_claim, tenant_first
 from fairsched.claimbench import (
     STACKS,
     ClaimPlan,
@@ -181,10 +181,12 @@ def test_claims_run_on_claim_sessions_unless_prepared_statements_are_off(
         client.declare_queue("plans", QueueSettings(policies=["weighted"]))
         client.enqueue("plans", {}, tenant="a")
         assert len(client.claim("plans", owner="w")) == 1
-        with client.claim_pool.connection() as conn:
-            assert conn.execute("SHOW plan_cache_mode").fetchone() == (claim_mode,)
         with client.pool.connection() as conn:
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("auto",)
+            server_jit = conn.execute("SHOW jit").fetchone()
+        with client.claim_pool.connection() as conn:
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == (claim_mode,)
+            assert conn.execute("SHOW jit").fetchone() == (("off",) if threshold else server_jit)
 
 
 AUTO_EXPLAIN = (
@@ -234,6 +236,38 @@ def session_claim_plans(dsn: str, names: tuple[str, ...], limit: int, runs: int 
     claims = [p for p in plans if p["Query Text"].startswith("WITH q AS")]
     assert len(claims) >= runs, [p["Query Text"][:40] for p in plans]
     return [ClaimPlan(p["Plan"], p["Plan"].get("Actual Rows", 0), 0) for p in claims]
+
+
+@pytest.mark.parametrize(
+    ("names", "session"),
+    [(("fifo",), True), (("weighted", "aging", "serial"), True), (("weighted", "aging", "serial"), False)],
+    ids=["fifo-claim-session", "composed-claim-session", "composed-other-connection"],
+)
+def test_claims_on_generic_plans_never_jit_compile(
+    fresh_db: str, names: tuple[str, ...], session: bool
+) -> None:
+    """With ``jit_above_cost`` at 0 the server compiles every plan it runs: a claim
+    session's claims, and a tenant-first claim on any connection (the statements that run
+    on generic plans, whose cost estimates grow with the backlog), run without JIT."""
+    with Client(fresh_db) as client:
+        client.declare_queue("jit", QueueSettings(policies=list(names)))
+        client.enqueue_many("jit", [JobSpec({}, f"t{n % 3}") for n in range(30)])
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_jit_available()").fetchone()
+        if not (row and row[0]):
+            pytest.skip("this server was built without JIT")
+        conn.execute("SET jit_above_cost = 0")
+        reports = auto_explained(conn)
+        assert conn.execute("SELECT count(*) FROM fairsched.jobs").fetchone() == (30,)
+        if session:
+            claim_session_configure(conn)
+        for _ in range(8):
+            assert len(jobs_claim(conn, "jit", owner="w", limit=2)) == 2
+    plans = reported_plans(reports)
+    control = [p for p in plans if p["Query Text"].startswith("SELECT count(*)")]
+    claims = [p for p in plans if p["Query Text"].startswith("WITH q AS")]
+    assert control and "JIT" in control[0]
+    assert len(claims) == 8 and not [p["JIT"] for p in claims if "JIT" in p]
 
 
 @pytest.mark.slow
