@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,7 @@ class BenchConfig:
     repeats: int = 3
     policies: tuple[str, ...] = ("weighted", "aging", "serial")
     churn_backlog: int = 1_000_000
+    large_backlog: int = 1_000_000
 
 
 # -- scratch databases and workers --------------------------------------------
@@ -251,6 +252,37 @@ def fairsched_e2e(cfg: BenchConfig) -> tuple[float, CpuPerJob | None]:
         return drain_rate(dsn), cpu
 
 
+LARGE_WINDOW_SECONDS = 5.0
+"""How long the workers drain the large backlog: a few hundred claims each, while the
+backlog stays about as large as it started."""
+
+
+def wait_claiming(conn: psycopg.Connection, timeout: float = 120.0) -> None:
+    """Poll until a bench job is running (the workers have started claiming)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(QUERIES["bench_running"], {"queue": QUEUE}).fetchone()
+        if row and row[0]:
+            return
+        time.sleep(STARTED_POLL_SECONDS)
+    raise TimeoutError(f"no bench job was claimed within {timeout:.0f} s")
+
+
+def fairsched_window(cfg: BenchConfig, jobs: int, seconds: float) -> float:
+    """Jobs/s of real worker processes over their first ``seconds`` on a no-op backlog of
+    ``jobs``, from their first claim to their last completion once stopped. Nothing
+    counts the backlog while they run: on a large one, every count would take server
+    time from the workers measured."""
+    with no_op_backlog(replace(cfg, jobs=jobs)) as dsn:
+        with (
+            worker_processes(dsn, cfg.workers, cfg.slots),
+            psycopg.connect(dsn, autocommit=True) as watch,
+        ):
+            wait_claiming(watch)
+            time.sleep(seconds)
+        return drain_rate(dsn)
+
+
 def statements_loop(cfg: BenchConfig, connections: int, batch: int = 50) -> float:
     """Jobs/s of the engine's claim and completion statements alone draining the no-op
     backlog: ``connections`` threads, each claiming ``batch`` and completing them in a
@@ -278,7 +310,8 @@ def statements_loop(cfg: BenchConfig, connections: int, batch: int = 50) -> floa
 
 
 def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
-    """(3) and (7): fairsched vs a plain SKIP LOCKED loop vs the peers, no-op jobs."""
+    """(3) and (7): fairsched vs a plain SKIP LOCKED loop vs the peers, no-op jobs; and
+    fairsched again on a large backlog, where claims must cost what they cost on a small one."""
     ours = Figure("e2e", "fairsched jobs/s (" + "+".join(cfg.policies) + ")", "jobs/s")
     plain = Figure("e2e", "plain SKIP LOCKED loop, 50/txn, jobs/s", "jobs/s")
     ratio = Figure("e2e", "fairsched / plain loop", "ratio", bar=">= 0.6")
@@ -289,6 +322,9 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
         for runner, who in (("fairsched", "workers"), ("plain loop", "client"))
     }
     cpu_ratio = Figure("e2e", "fairsched / plain loop, CPU per job (clients + backends)", "ratio")
+    large_name = f"fairsched jobs/s, first {LARGE_WINDOW_SECONDS:g} s on a {cfg.large_backlog:,} backlog"
+    large = Figure("e2e", large_name, "jobs/s")
+    large_ratio = Figure("e2e", f"fairsched jobs/s, {cfg.large_backlog:,} backlog / {cfg.jobs:,}", "ratio")
     available = peers.peers_available()
     peer_figs = {
         name: (
@@ -319,6 +355,9 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
         if ours_cpu and plain_cpu and ours_cpu.total and plain_cpu.total:
             cpu_ratio.samples.append(ours_cpu.total / plain_cpu.total)
         ratio.samples.append(ours_rate / plain_rate)
+        large_rate = fairsched_window(cfg, cfg.large_backlog, LARGE_WINDOW_SECONDS)
+        large.samples.append(large_rate)
+        large_ratio.samples.append(large_rate / ours_rate)
         alone_rate = statements_loop(cfg, connections=cfg.workers * 2)
         alone.samples.append(alone_rate)
         alone_ratio.samples.append(alone_rate / plain_rate)
@@ -334,7 +373,7 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
             rate = result.per_second
             fig.samples.append(rate)
             fig_ratio.samples.append(ours_rate / rate)
-    figures.extend([ours, plain, ratio, alone, alone_ratio])
+    figures.extend([ours, plain, ratio, alone, alone_ratio, large, large_ratio])
     figures.extend(fig for fig in [*cpu["fairsched"], *cpu["plain loop"], cpu_ratio] if fig.samples)
     for fig, fig_ratio in peer_figs.values():
         figures.extend([fig, fig_ratio])

@@ -934,6 +934,9 @@ def bench(
         1_000_000, "--churn-backlog", min=1000, help="backlog of the churn scenario (as many are churned)"
     ),
     jobs: int = typer.Option(20_000, "--jobs", min=1000, help="jobs per end-to-end run"),
+    large_backlog: int = typer.Option(
+        1_000_000, "--large-backlog", min=1000, help="backlog of the end-to-end run timed on a large backlog"
+    ),
     workers: int = typer.Option(2, "--workers", min=1, max=32, help="worker processes"),
     slots: int = typer.Option(50, "--slots", min=1, max=1000, help="slots per worker process"),
     repeats: int = typer.Option(3, "--repeats", min=1, max=20, help="runs per figure (median, min, max)"),
@@ -976,6 +979,7 @@ def bench(
         repeats=repeats,
         policies=stack,
         churn_backlog=churn_backlog,
+        large_backlog=large_backlog,
     )
     figures, plots = bench_run.run(cfg, chosen)
     text = bench_run.to_json(figures, cfg)

@@ -18,6 +18,10 @@ SELECT count(*) FROM (
     (SELECT 1 FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'waiting' LIMIT %(cap)s)
 ) AS unfinished
 
+-- name: bench_running
+-- Whether a job of a queue is running (one probe of the running jobs' index).
+SELECT EXISTS (SELECT 1 FROM fairsched.jobs WHERE queue_name = %(queue)s AND status = 'running')
+
 -- name: bench_backends
 -- The other backends connected to this database (the bench reads their CPU time).
 SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
