@@ -16,9 +16,9 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -149,16 +149,40 @@ timestamps, so a slower poll delays only the end of the wait, and takes less ser
 time from the workers measured (each poll walks the claim index's dead head)."""
 
 
+def poll(
+    conn: psycopg.Connection,
+    query: str,
+    params: dict[str, Any],
+    ready: Callable[[Any], bool],
+    *,
+    interval: float,
+    timeout: float,
+    what: str,
+) -> Any:
+    """Run the one-value ``query`` every ``interval`` seconds until ``ready`` holds for its
+    value, and return that value; ``TimeoutError`` ("<what> within <timeout> s") after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(QUERIES[query], params).fetchone()
+        if row and ready(row[0]):
+            return row[0]
+        time.sleep(interval)
+    raise TimeoutError(f"{what} within {timeout:.0f} s")
+
+
 def wait_drained(dsn: str, left: int = 0, timeout: float = 600.0) -> None:
     """Poll until at most ``left`` bench jobs are unfinished (pending, waiting or running)."""
-    deadline = time.monotonic() + timeout
     with psycopg.connect(dsn, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            row = conn.execute(QUERIES["bench_unfinished"], {"queue": QUEUE, "cap": left + 1}).fetchone()
-            if row and row[0] <= left:
-                return
-            time.sleep(DRAIN_POLL_SECONDS)
-    raise TimeoutError(f"bench jobs did not finish within {timeout:.0f} s")
+        poll(
+            conn,
+            "bench_unfinished",
+            {"queue": QUEUE, "cap": left + 1},
+            lambda unfinished: unfinished <= left,
+            interval=DRAIN_POLL_SECONDS,
+            timeout=timeout,
+            what="bench jobs did not finish",
+        )
 
 
 def enqueue_jobs(client: Client, specs: Sequence[JobSpec], batch: int = 1000) -> None:
@@ -206,13 +230,16 @@ def drain_rate(dsn: str) -> float:
 def wait_started(conn: psycopg.Connection, jobs: int, timeout: float = 120.0) -> int:
     """Poll until the workers finished a first job (they have started); returns how many
     jobs were unfinished then."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row = conn.execute(QUERIES["bench_unfinished"], {"queue": QUEUE, "cap": jobs}).fetchone()
-        if row and row[0] < jobs:
-            return int(row[0])
-        time.sleep(STARTED_POLL_SECONDS)
-    raise TimeoutError(f"no bench job finished within {timeout:.0f} s")
+    unfinished = poll(
+        conn,
+        "bench_unfinished",
+        {"queue": QUEUE, "cap": jobs},
+        lambda unfinished: unfinished < jobs,
+        interval=STARTED_POLL_SECONDS,
+        timeout=timeout,
+        what="no bench job finished",
+    )
+    return int(unfinished)
 
 
 @dataclass(frozen=True)
@@ -259,13 +286,15 @@ backlog stays about as large as it started."""
 
 def wait_claiming(conn: psycopg.Connection, timeout: float = 120.0) -> None:
     """Poll until a bench job is running (the workers have started claiming)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row = conn.execute(QUERIES["bench_running"], {"queue": QUEUE}).fetchone()
-        if row and row[0]:
-            return
-        time.sleep(STARTED_POLL_SECONDS)
-    raise TimeoutError(f"no bench job was claimed within {timeout:.0f} s")
+    poll(
+        conn,
+        "bench_running",
+        {"queue": QUEUE},
+        bool,
+        interval=STARTED_POLL_SECONDS,
+        timeout=timeout,
+        what="no bench job was claimed",
+    )
 
 
 def fairsched_window(cfg: BenchConfig, jobs: int, seconds: float) -> float:
@@ -441,14 +470,18 @@ def noisy_run(
 
 
 def wait_small_done(dsn: str, target: int, timeout: float = 300.0) -> None:
-    """Poll until ``target`` small-tenant jobs have been claimed."""
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            row = conn.execute(QUERIES["bench_claimed_except"], {"queue": QUEUE, "tenant": "big"}).fetchone()
-            if row and row[0] >= target:
-                return
-            time.sleep(0.1)
+    """Poll until ``target`` small-tenant jobs have been claimed, or ``timeout`` passed
+    (the figures then count the waits of the jobs claimed by then)."""
+    with psycopg.connect(dsn, autocommit=True) as conn, suppress(TimeoutError):
+        poll(
+            conn,
+            "bench_claimed_except",
+            {"queue": QUEUE, "tenant": "big"},
+            lambda claimed: claimed >= target,
+            interval=0.1,
+            timeout=timeout,
+            what="the small tenants' jobs were not claimed",
+        )
 
 
 def scenario_noisy(cfg: BenchConfig, figures: list[Figure], plots: dict[str, Any]) -> None:
