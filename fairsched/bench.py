@@ -7,6 +7,7 @@ run. Every figure is the median over ``repeats`` runs, with min and max.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -32,12 +33,15 @@ from fairsched.claim import jobs_claim
 from fairsched.client import Client
 from fairsched.cputime import CpuMeter, local_backends
 from fairsched.enqueue import JobSpec
+from fairsched.errors import InvalidInput
 from fairsched.headkeeper import HeadKeeper
 from fairsched.lease import leases_complete
 from fairsched.settings import QueueSettings, Settings
 from fairsched.sql import QUERIES
 
 QUEUE = "bench"
+BIG = "big"
+"""The noisy-neighbour scenario's flooding tenant."""
 
 
 @dataclass
@@ -74,6 +78,37 @@ class BenchConfig:
     policies: tuple[str, ...] = ("weighted", "aging", "serial")
     churn_backlog: int = 1_000_000
     large_backlog: int = 1_000_000
+    claims_backlog: int = 100_000
+    backlogs: tuple[int, ...] = (10_000, 100_000, 1_000_000)
+    noisy_seconds: float = 15.0
+    shares_claims: int = 10_000
+
+
+MIN_BACKLOG = 5_000
+"""The smallest backlog of the backlog scenario: it parks 1,000 jobs as expired leases
+and times 300 claims per stack on what is left."""
+
+
+def parse_backlogs(text: str) -> tuple[int, ...]:
+    """``"10000,100000,1000000"`` → the backlog scenario's sizes: two or more, ascending,
+    each at least :data:`MIN_BACKLOG`."""
+    parts = [part.strip().replace("_", "") for part in text.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise InvalidInput(f"--backlogs {text[:80]!r}: expected whole numbers separated by commas")
+    sizes = tuple(int(part) for part in parts)
+    if len(sizes) < 2 or any(a >= b for a, b in itertools.pairwise(sizes)):
+        raise InvalidInput(f"--backlogs {text[:80]!r}: give two or more sizes, ascending")
+    if sizes[0] < MIN_BACKLOG:
+        raise InvalidInput(f"--backlogs {text[:80]!r}: each size must be at least {MIN_BACKLOG:,}")
+    return sizes
+
+
+def short_count(n: int) -> str:
+    """``n`` as the backlog figures name it: 10k, 1M, or in full when not round."""
+    for unit, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if n % unit == 0:
+            return f"{n // unit:,}{suffix}"
+    return f"{n:,}"
 
 
 # -- scratch databases and workers --------------------------------------------
@@ -413,10 +448,15 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
 
 @dataclass(frozen=True)
 class NoisyRun:
-    """Waits of the small tenants and the big tenant's throughput in one run."""
+    """Every claimed job's wait per tenant, and the big tenant's throughput, in one run."""
 
-    small_waits: list[float]
+    tenant_waits: dict[str, list[float]]
     big_rate: float
+
+    @property
+    def small_waits(self) -> list[float]:
+        """The waits of the small tenants' jobs."""
+        return [w for tenant, waits in self.tenant_waits.items() if tenant != BIG for w in waits]
 
 
 def noisy_run(
@@ -424,18 +464,18 @@ def noisy_run(
     *,
     small: bool,
     flood: bool,
-    seconds: float = 15.0,
     small_tenants: int = 5,
     small_rate: float = 10.0,
     job_ms: int = 2,
 ) -> NoisyRun:
     """Small tenants arriving at ``small_rate`` jobs/s each and/or one tenant with a backlog
-    of 100x a small tenant's volume; waits from the database, over ``seconds``."""
+    of 100x a small tenant's volume; waits from the database, over ``cfg.noisy_seconds``."""
+    seconds = cfg.noisy_seconds
     per_small = int(small_rate * seconds)
     with scratch_db(cfg.admin_dsn) as dsn, Client(dsn) as client:
         declare_bench_queue(client, cfg.policies)
         if flood:
-            enqueue_jobs(client, [JobSpec({"ms": job_ms}, "big") for _ in range(100 * per_small)])
+            enqueue_jobs(client, [JobSpec({"ms": job_ms}, BIG) for _ in range(100 * per_small)])
         stop = threading.Event()
 
         def produce() -> None:
@@ -460,11 +500,13 @@ def noisy_run(
                 wait_small_done(dsn, small_tenants * per_small)
             stop.set()
         rows = figure_rows(dsn, "bench_waits", {"queue": QUEUE})
-    waits = [float(w) for tenant, w, _c, _f in rows if tenant != "big"]
+    waits: dict[str, list[float]] = {}
+    for tenant, wait, _claimed, _finished in rows:
+        waits.setdefault(tenant, []).append(float(wait))
     big_done = sum(
         1
         for tenant, _w, _c, finished in rows
-        if tenant == "big" and finished is not None and started <= float(finished) <= window_end
+        if tenant == BIG and finished is not None and started <= float(finished) <= window_end
     )
     return NoisyRun(waits, big_done / (window_end - started))
 
@@ -476,7 +518,7 @@ def wait_small_done(dsn: str, target: int, timeout: float = 300.0) -> None:
         poll(
             conn,
             "bench_claimed_except",
-            {"queue": QUEUE, "tenant": "big"},
+            {"queue": QUEUE, "tenant": BIG},
             lambda claimed: claimed >= target,
             interval=0.1,
             timeout=timeout,
@@ -507,15 +549,17 @@ def scenario_noisy(cfg: BenchConfig, figures: list[Figure], plots: dict[str, Any
         big_alone.samples.append(alone.big_rate)
         big_flood.samples.append(mixed.big_rate)
         conserve.samples.append(mixed.big_rate / alone.big_rate)
-        plots["noisy_waits"] = {"no flood": base.small_waits, "flood": mixed.small_waits}
+        plots["noisy_waits"] = {"no flood": base.tenant_waits, "flood": mixed.tenant_waits}
     figures.extend([p50_base, p99_base, p50_flood, p99_flood, p99_ratio, big_alone, big_flood, conserve])
 
 
 # -- scenario: weighted shares ------------------------------------------------
 
 
-def scenario_shares(cfg: BenchConfig, figures: list[Figure], claims: int = 10_000) -> None:
-    """(5): shares of the first ``claims`` claims for weights 1:2:5 under saturation."""
+def scenario_shares(cfg: BenchConfig, figures: list[Figure]) -> None:
+    """(5): shares of the first ``shares_claims`` claims for weights 1:2:5 under saturation
+    (each tenant has as many jobs queued)."""
+    claims = cfg.shares_claims
     weights = {"w1": 1.0, "w2": 2.0, "w5": 5.0}
     total = sum(weights.values())
     figs = {
@@ -573,9 +617,9 @@ def scenario_memory(cfg: BenchConfig, figures: list[Figure]) -> None:
 # -- scenarios: claim throughput per stack, claim cost vs backlog ------------
 
 
-def scenario_claims(cfg: BenchConfig, figures: list[Figure], backlog: int = 100_000) -> None:
+def scenario_claims(cfg: BenchConfig, figures: list[Figure]) -> None:
     """(1): claim throughput of every policy stack against plain fifo on the same data,
-    measured in alternating blocks on one backlog."""
+    measured in alternating blocks on one backlog of ``claims_backlog`` jobs."""
     fifo = ("fifo",)
     stacks = [stack for stack in claimbench.STACKS if stack != fifo]
     figs = {
@@ -592,7 +636,7 @@ def scenario_claims(cfg: BenchConfig, figures: list[Figure], backlog: int = 100_
         with scratch_db(cfg.admin_dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
             with Client(dsn) as client:
                 declare_bench_queue(client, fifo)
-            claimbench.backlog_build(conn, QUEUE, jobs=backlog)
+            claimbench.backlog_build(conn, QUEUE, jobs=cfg.claims_backlog)
             with claimbench.claim_session(dsn) as session:
                 for stack in stacks:
                     base, rate = claimbench.claim_rates_alternated(session, fifo, stack, QUEUE)
@@ -602,29 +646,29 @@ def scenario_claims(cfg: BenchConfig, figures: list[Figure], backlog: int = 100_
     figures.extend(figs.values())
 
 
-BACKLOGS = (10_000, 100_000, 1_000_000)
-
-
 def scenario_backlog(cfg: BenchConfig, figures: list[Figure], plots: dict[str, Any]) -> None:
-    """(2): shared buffers per claim and claim rate as the backlog grows 10k -> 100k -> 1M,
-    for plain fifo and the composed stack (1k tenants, 10k aggregates)."""
+    """(2): shared buffers per claim and claim rate as the backlog grows through
+    ``backlogs`` (10k -> 100k -> 1M), for plain fifo and the composed stack (1k tenants,
+    10k aggregates)."""
     stacks = [("fifo",), cfg.policies]
+    sizes = cfg.backlogs
+    growth_name = f"{short_count(sizes[-1])} / {short_count(sizes[0])}"
     buffers = {
         (stack, n): Figure("backlog", f"{'+'.join(stack)} buffers/claim at {n:,}", "buffers")
         for stack in stacks
-        for n in BACKLOGS
+        for n in sizes
     }
     rates = {
         (stack, n): Figure("backlog", f"{'+'.join(stack)} claims/s at {n:,}", "claims/s")
         for stack in stacks
-        for n in BACKLOGS
+        for n in sizes
     }
     growth = {
-        stack: Figure("backlog", f"{'+'.join(stack)} buffers 1M / 10k", "ratio", bar="<= 1.5")
+        stack: Figure("backlog", f"{'+'.join(stack)} buffers {growth_name}", "ratio", bar="<= 1.5")
         for stack in stacks
     }
     for _ in range(cfg.repeats):
-        for n in BACKLOGS:
+        for n in sizes:
             with scratch_db(cfg.admin_dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
                 with Client(dsn) as client:
                     declare_bench_queue(client, ("fifo",))
@@ -638,11 +682,9 @@ def scenario_backlog(cfg: BenchConfig, figures: list[Figure], plots: dict[str, A
                         )
         for stack in stacks:
             growth[stack].samples.append(
-                buffers[(stack, BACKLOGS[-1])].samples[-1] / buffers[(stack, BACKLOGS[0])].samples[-1]
+                buffers[(stack, sizes[-1])].samples[-1] / buffers[(stack, sizes[0])].samples[-1]
             )
-    plots["backlog"] = {
-        "+".join(stack): [(n, rates[(stack, n)].median) for n in BACKLOGS] for stack in stacks
-    }
+    plots["backlog"] = {"+".join(stack): [(n, rates[(stack, n)].median) for n in sizes] for stack in stacks}
     figures.extend([*buffers.values(), *rates.values(), *growth.values()])
 
 
@@ -729,7 +771,8 @@ def render(figures: Sequence[Figure]) -> Any:
 
 
 def write_plots(plots: dict[str, Any], folder: Path) -> list[Path]:
-    """PNG charts: wait distribution per phase of the noisy-neighbour run, throughput vs backlog."""
+    """PNG charts: the noisy-neighbour run's wait distribution per tenant, without and with
+    the flood; claim rate vs backlog."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -738,17 +781,15 @@ def write_plots(plots: dict[str, Any], folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     if "noisy_waits" in plots:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for label, waits in plots["noisy_waits"].items():
-            ordered = sorted(waits)
-            ax.plot(ordered, [i / len(ordered) for i in range(1, len(ordered) + 1)], label=label)
-        ax.set(
-            xlabel="wait (s)",
-            ylabel="fraction of small-tenant jobs",
-            xscale="log",
-            title="small tenants' wait, with and without a flooding tenant",
-        )
-        ax.legend()
+        phases = plots["noisy_waits"]
+        fig, axes = plt.subplots(1, len(phases), figsize=(12, 4), sharex=True, sharey=True)
+        for ax, (phase, tenant_waits) in zip(axes, phases.items(), strict=True):
+            for tenant, waits in sorted(tenant_waits.items()):
+                ordered = sorted(max(w, 1e-4) for w in waits)  # a log axis has no 0
+                ax.plot(ordered, [i / len(ordered) for i in range(1, len(ordered) + 1)], label=tenant)
+            ax.set(xlabel="wait (s)", xscale="log", title=f"wait per tenant, {phase}")
+            ax.legend()
+        axes[0].set_ylabel("fraction of the tenant's jobs")
         written.append(folder / "noisy_waits.png")
         fig.savefig(written[-1], dpi=100)
         plt.close(fig)

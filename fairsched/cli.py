@@ -7,6 +7,7 @@ stderr and exit status 1; usage errors exit 2; ``--debug`` shows tracebacks.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import sys
@@ -937,6 +938,18 @@ def bench(
     large_backlog: int = typer.Option(
         1_000_000, "--large-backlog", min=1000, help="backlog of the end-to-end run timed on a large backlog"
     ),
+    claims_backlog: int = typer.Option(
+        100_000, "--claims-backlog", min=25_000, help="backlog of the claims scenario (it claims 19,200)"
+    ),
+    backlogs: str = typer.Option(
+        "10000,100000,1000000", "--backlogs", help="backlog sizes of the backlog scenario, ascending"
+    ),
+    noisy_seconds: float = typer.Option(
+        15.0, "--noisy-seconds", min=1, max=3600, help="length of each noisy-neighbour run"
+    ),
+    shares_claims: int = typer.Option(
+        10_000, "--shares-claims", min=100, help="claims counted in the shares scenario"
+    ),
     workers: int = typer.Option(2, "--workers", min=1, max=32, help="worker processes"),
     slots: int = typer.Option(50, "--slots", min=1, max=1000, help="slots per worker process"),
     repeats: int = typer.Option(3, "--repeats", min=1, max=20, help="runs per figure (median, min, max)"),
@@ -956,6 +969,7 @@ def bench(
     """
     from fairsched import bench as bench_run
     from fairsched.embedded import embedded_dsn
+    from fairsched.peers import peers_available
 
     settings = load_settings(config)
     admin_dsn = settings.database_url or embedded_dsn(settings.data_dir, database="postgres")
@@ -970,6 +984,14 @@ def bench(
     unknown = sorted(set(chosen) - set(bench_run.SCENARIOS))
     if unknown:
         raise InvalidInput(f"unknown scenario {', '.join(unknown)}; known: {', '.join(bench_run.SCENARIOS)}")
+    sizes = bench_run.parse_backlogs(backlogs)
+    if plot is not None and importlib.util.find_spec("matplotlib") is None:
+        raise InvalidInput("--plot needs matplotlib: pip install -e '.[bench]'")
+    missing = [name for name, found in peers_available().items() if not found] if "e2e" in chosen else []
+    if missing:
+        console(stderr=True).print(
+            f"{' and '.join(missing)} not installed: no figures against them (pip install -e '.[bench]')"
+        )
     stack = tuple(name.strip() for name in policies.split(",") if name.strip())
     cfg = bench_run.BenchConfig(
         admin_dsn=admin_dsn,
@@ -980,6 +1002,10 @@ def bench(
         policies=stack,
         churn_backlog=churn_backlog,
         large_backlog=large_backlog,
+        claims_backlog=claims_backlog,
+        backlogs=sizes,
+        noisy_seconds=noisy_seconds,
+        shares_claims=shares_claims,
     )
     figures, plots = bench_run.run(cfg, chosen)
     text = bench_run.to_json(figures, cfg)

@@ -6,8 +6,15 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from fairsched.bench import parse_backlogs, short_count
+from fairsched.claimbench import STACKS
+from fairsched.errors import InvalidInput
+
+ENTITLED = {"w1": 12.5, "w2": 25.0, "w5": 62.5}
 
 
 def run_bench(server_dsn: str, *args: str) -> dict[str, object]:
@@ -80,6 +87,77 @@ def test_bench_churn_reports_fresh_and_churned_claim_cost(server_dsn: str) -> No
         assert ratio["median"] == pytest.approx(churned / fresh, rel=1e-6)
         assert ratio["bar"] == "<= 1.5"
         assert figures[f"{stack} claims+completions/s while churning"]["median"] > 0
+
+
+def test_bench_claims_backlog_noisy_and_shares_report_their_figures_and_charts(
+    server_dsn: str, tmp_path: Path
+) -> None:
+    plots = tmp_path / "plots"
+    result = run_bench(
+        server_dsn,
+        *("--scenario", "claims", "--scenario", "backlog", "--scenario", "noisy", "--scenario", "shares"),
+        *("--claims-backlog", "25000", "--backlogs", "5000,10000", "--noisy-seconds", "2"),
+        *("--shares-claims", "400", "--slots", "16", "--plot", str(plots)),
+    )
+    figures = figures_by_name(result)
+    # (1) every stack's claim rate against fifo's, on one backlog
+    assert figures["fifo claims/s (limit 1)"]["median"] > 0
+    for stack in STACKS:
+        if stack != ("fifo",):
+            assert figures[f"{'+'.join(stack)} / fifo claim rate"]["median"] > 0, stack
+    assert figures["weighted+aging+serial / fifo claim rate"]["bar"] == ">= 0.8"
+    # (2) buffers per claim and claim rate at each backlog size, and their growth
+    for stack in ("fifo", "weighted+aging+serial"):
+        small = figures[f"{stack} buffers/claim at 5,000"]["median"]
+        large = figures[f"{stack} buffers/claim at 10,000"]["median"]
+        assert small > 0 and large > 0
+        assert figures[f"{stack} buffers 10k / 5k"]["median"] == pytest.approx(large / small, rel=1e-6)
+        assert figures[f"{stack} claims/s at 10,000"]["median"] > 0
+    # (4) the small tenants' waits with and without the flood, and the flood's throughput
+    p99 = {phase: figures[f"small tenants p99 wait, {phase}"]["median"] for phase in ("no flood", "flood")}
+    assert all(value > 0 for value in p99.values()), p99
+    assert figures["small tenants p50 wait, flood"]["median"] <= p99["flood"]
+    assert figures["p99 wait flood / no flood"]["median"] == pytest.approx(
+        p99["flood"] / p99["no flood"], rel=1e-6
+    )
+    during, alone = (figures[f"flooding tenant {when}"]["median"] for when in ("during flood", "alone"))
+    assert during > 0 and alone > 0
+    assert figures["flood throughput during / alone"]["median"] == pytest.approx(during / alone, rel=1e-6)
+    # (5) weights 1:2:5 under saturation: each tenant near its entitlement (fifo would give
+    # the first 400 claims to w1, whose jobs were queued first)
+    shares = {t: figures[f"tenant {t} share (entitled {e:.1f}%)"]["median"] for t, e in ENTITLED.items()}
+    assert sum(shares.values()) == pytest.approx(100.0)
+    for tenant, entitled in ENTITLED.items():
+        assert abs(shares[tenant] - entitled) <= 4, shares
+    # --plot: the wait distribution per tenant, and claim rate against backlog
+    for chart in ("noisy_waits.png", "backlog.png"):
+        assert (plots / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", chart
+
+
+@pytest.mark.parametrize(
+    ("backlogs", "message"),
+    [
+        ("10000", "give two or more sizes, ascending"),
+        ("20000,10000", "give two or more sizes, ascending"),
+        ("10000,10000", "give two or more sizes, ascending"),
+        ("1000,10000", "each size must be at least 5,000"),
+        ("10k,100k", "expected whole numbers separated by commas"),
+        ("", "expected whole numbers separated by commas"),
+    ],
+)
+def test_backlog_sizes_are_checked(backlogs: str, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        parse_backlogs(backlogs)
+
+
+def test_backlog_sizes_are_parsed() -> None:
+    assert parse_backlogs("10000, 100_000,1000000") == (10_000, 100_000, 1_000_000)
+    assert [short_count(n) for n in (10_000, 1_000_000, 2_500_000, 12_345)] == [
+        "10k",
+        "1M",
+        "2,500k",
+        "12,345",
+    ]
 
 
 def test_bench_refuses_an_unknown_scenario(server_dsn: str) -> None:
