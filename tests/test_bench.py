@@ -71,6 +71,11 @@ def test_bench_e2e_and_memory_report_measured_ratios(server_dsn: str) -> None:
     ours_cpu = cpu["fairsched", "workers"] + cpu["fairsched", "backends"]
     plain_cpu = cpu["plain loop", "client"] + cpu["plain loop", "backends"]
     assert cpu_ratio == pytest.approx(ours_cpu / plain_cpu, rel=1e-6)
+    # The peers ran their own workers on the same server (the test extra installs them).
+    for peer in ("pgqueuer", "procrastinate"):
+        rate = figures[f"{peer} jobs/s"]["median"]
+        assert rate > 0
+        assert figures[f"fairsched / {peer}"]["median"] == pytest.approx(ours["median"] / rate, rel=1e-6)
     rss = figures["worker RSS at 64 slots"]["median"]
     assert 10 < rss < 1000
     assert "admin_dsn" not in json.dumps(result["config"])
