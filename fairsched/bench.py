@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -36,6 +36,7 @@ from fairsched.enqueue import JobSpec
 from fairsched.errors import InvalidInput
 from fairsched.headkeeper import HeadKeeper
 from fairsched.lease import leases_complete
+from fairsched.listener import APPLICATION_NAME as LISTENER_NAME
 from fairsched.settings import QueueSettings, Settings
 from fairsched.sql import QUERIES
 
@@ -448,15 +449,31 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
 
 @dataclass(frozen=True)
 class NoisyRun:
-    """Every claimed job's wait per tenant, and the big tenant's throughput, in one run."""
+    """Every claimed job's wait per tenant, the big tenant's throughput, and how many of its
+    jobs were still unclaimed when the window ended, in one run."""
 
     tenant_waits: dict[str, list[float]]
     big_rate: float
+    big_left: int
 
     @property
     def small_waits(self) -> list[float]:
         """The waits of the small tenants' jobs."""
         return [w for tenant, waits in self.tenant_waits.items() if tenant != BIG for w in waits]
+
+
+FLOOD_FACTOR = 100
+"""The flooding tenant's volume, in small tenants' volumes (DESIGN.md section 7)."""
+FLOOD_SATURATION = 1.2
+"""How many windows' worth of work the flood alone gives every slot of the workers."""
+
+
+def noisy_job_ms(cfg: BenchConfig, small_rate: float) -> int:
+    """How long each job of the noisy-neighbour runs sleeps: long enough that the flood
+    keeps every slot busy past the end of the window, so that the small tenants compete
+    with it throughout and its throughput is the workers' capacity, not its volume."""
+    flood_per_second = FLOOD_FACTOR * small_rate  # flood jobs per second of the window
+    return math.ceil(1000 * FLOOD_SATURATION * cfg.workers * cfg.slots / flood_per_second)
 
 
 def noisy_run(
@@ -466,39 +483,37 @@ def noisy_run(
     flood: bool,
     small_tenants: int = 5,
     small_rate: float = 10.0,
-    job_ms: int = 2,
 ) -> NoisyRun:
-    """Small tenants arriving at ``small_rate`` jobs/s each and/or one tenant with a backlog
-    of 100x a small tenant's volume; waits from the database, over ``cfg.noisy_seconds``."""
+    """Small tenants each enqueueing ``small_rate`` jobs/s over ``cfg.noisy_seconds``, and/or
+    one tenant with a backlog of :data:`FLOOD_FACTOR` times a small tenant's volume; every
+    job sleeps :func:`noisy_job_ms`. Waits and the window come from the database's clock."""
     seconds = cfg.noisy_seconds
     per_small = int(small_rate * seconds)
+    job = {"ms": noisy_job_ms(cfg, small_rate)}
     with scratch_db(cfg.admin_dsn) as dsn, Client(dsn) as client:
         declare_bench_queue(client, cfg.policies)
         if flood:
-            enqueue_jobs(client, [JobSpec({"ms": job_ms}, BIG) for _ in range(100 * per_small)])
-        stop = threading.Event()
+            enqueue_jobs(client, [JobSpec(job, BIG) for _ in range(FLOOD_FACTOR * per_small)])
 
         def produce() -> None:
-            interval = 1.0 / small_rate
-            for _ in range(per_small):
-                if stop.is_set():
-                    return
-                batch = [JobSpec({"ms": job_ms}, f"small{n}") for n in range(small_tenants)]
-                client.enqueue_many(QUEUE, batch)
-                time.sleep(interval)
+            begin = time.monotonic()
+            for i in range(per_small):
+                client.enqueue_many(QUEUE, [JobSpec(job, f"small{n}") for n in range(small_tenants)])
+                time.sleep(max(0.0, begin + (i + 1) / small_rate - time.monotonic()))
 
-        with worker_processes(dsn, cfg.workers, cfg.slots):
-            started = time.time()
-            producer = threading.Thread(target=produce) if small else None
-            if producer:
-                producer.start()
-                producer.join()
+        with (
+            worker_processes(dsn, cfg.workers, cfg.slots),
+            psycopg.connect(dsn, autocommit=True) as clock,
+        ):
+            wait_listening(clock, cfg.workers)  # the window leaves their start-up out
+            started = db_clock(clock)
+            if small:
+                produce()
             else:
                 time.sleep(seconds)
-            window_end = time.time()
+            window_end = db_clock(clock)
             if small:
                 wait_small_done(dsn, small_tenants * per_small)
-            stop.set()
         rows = figure_rows(dsn, "bench_waits", {"queue": QUEUE})
     waits: dict[str, list[float]] = {}
     for tenant, wait, _claimed, _finished in rows:
@@ -508,7 +523,28 @@ def noisy_run(
         for tenant, _w, _c, finished in rows
         if tenant == BIG and finished is not None and started <= float(finished) <= window_end
     )
-    return NoisyRun(waits, big_done / (window_end - started))
+    big_claimed = sum(1 for tenant, _w, claimed, _f in rows if tenant == BIG and float(claimed) <= window_end)
+    big_left = FLOOD_FACTOR * per_small - big_claimed if flood else 0
+    return NoisyRun(waits, big_done / (window_end - started), big_left)
+
+
+def wait_listening(conn: psycopg.Connection, workers: int, timeout: float = 120.0) -> None:
+    """Poll until ``workers`` worker processes listen for jobs (their claimers run)."""
+    poll(
+        conn,
+        "workers_listening",
+        {"application_name": LISTENER_NAME},
+        lambda listening: listening >= workers,
+        interval=STARTED_POLL_SECONDS,
+        timeout=timeout,
+        what=f"{workers} workers were not listening",
+    )
+
+
+def db_clock(conn: psycopg.Connection) -> float:
+    """The database's clock, in epoch seconds: the jobs' timestamps are read on it."""
+    ((now,),) = conn.execute(QUERIES["bench_clock"]).fetchall()
+    return float(now)
 
 
 def wait_small_done(dsn: str, target: int, timeout: float = 300.0) -> None:
@@ -537,6 +573,7 @@ def scenario_noisy(cfg: BenchConfig, figures: list[Figure], plots: dict[str, Any
     big_alone = Figure("noisy", "flooding tenant alone", "jobs/s")
     big_flood = Figure("noisy", "flooding tenant during flood", "jobs/s")
     conserve = Figure("noisy", "flood throughput during / alone", "ratio", bar=">= 0.8")
+    big_left = Figure("noisy", "flood jobs unclaimed when the window ended, alone", "jobs")
     for _ in range(cfg.repeats):
         base = noisy_run(cfg, small=True, flood=False)
         mixed = noisy_run(cfg, small=True, flood=True)
@@ -549,8 +586,11 @@ def scenario_noisy(cfg: BenchConfig, figures: list[Figure], plots: dict[str, Any
         big_alone.samples.append(alone.big_rate)
         big_flood.samples.append(mixed.big_rate)
         conserve.samples.append(mixed.big_rate / alone.big_rate)
+        big_left.samples.append(alone.big_left)
         plots["noisy_waits"] = {"no flood": base.tenant_waits, "flood": mixed.tenant_waits}
-    figures.extend([p50_base, p99_base, p50_flood, p99_flood, p99_ratio, big_alone, big_flood, conserve])
+    figures.extend(
+        [p50_base, p99_base, p50_flood, p99_flood, p99_ratio, big_alone, big_flood, conserve, big_left]
+    )
 
 
 # -- scenario: weighted shares ------------------------------------------------

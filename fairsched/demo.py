@@ -288,7 +288,7 @@ def wait_until_ready(client: Client, workers: Sequence[subprocess.Popen[bytes]])
     with client.connection() as conn:
         while time.monotonic() < deadline:
             check_alive(workers)
-            row = conn.execute(QUERIES["demo_workers_ready"], {"application_name": LISTENER_NAME}).fetchone()
+            row = conn.execute(QUERIES["workers_listening"], {"application_name": LISTENER_NAME}).fetchone()
             if row is not None and row[0] >= len(workers):
                 return
             time.sleep(0.1)

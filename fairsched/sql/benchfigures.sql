@@ -47,3 +47,7 @@ SELECT j.tenant
 -- How many jobs of a queue, other than one tenant's, have left pending.
 SELECT count(*) FROM fairsched.jobs
  WHERE queue_name = %(queue)s AND tenant <> %(tenant)s AND status <> 'pending'
+
+-- name: bench_clock
+-- The server's clock, in epoch seconds (the jobs' timestamps are on it).
+SELECT extract(epoch FROM clock_timestamp())

@@ -43,12 +43,6 @@ SELECT f.tenant,
  GROUP BY f.tenant
  ORDER BY count(*) DESC, f.tenant
 
--- name: demo_workers_ready
--- Worker listeners connected to this database (a worker listens once its claimers run).
-SELECT count(*)
-  FROM pg_stat_activity
- WHERE datname = current_database() AND application_name = %(application_name)s
-
 -- name: demo_aggregate_attempts
 -- The finished attempts of one aggregate of a demo run, in claim order.
 SELECT j.aggregate_seq, a.claimed_at, a.finished_at, a.outcome

@@ -431,3 +431,9 @@ SELECT id FROM moved
 -- name: stale_completions_count
 -- How many completions were rejected because their lease no longer held.
 SELECT count(*) FROM fairsched.job_events WHERE kind = 'stale_completion_rejected'
+
+-- name: workers_listening
+-- Worker listeners connected to this database (a worker listens once its claimers run).
+SELECT count(*)
+  FROM pg_stat_activity
+ WHERE datname = current_database() AND application_name = %(application_name)s
