@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
@@ -449,8 +449,8 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
 
 @dataclass(frozen=True)
 class NoisyRun:
-    """Every claimed job's wait per tenant, the big tenant's throughput, and how many of its
-    jobs were still unclaimed when the window ended, in one run."""
+    """Every started job's wait per tenant, the flooding tenant's throughput over the window,
+    and how many of its jobs had not started when the window ended, in one run."""
 
     tenant_waits: dict[str, list[float]]
     big_rate: float
@@ -461,71 +461,80 @@ class NoisyRun:
         """The waits of the small tenants' jobs."""
         return [w for tenant, waits in self.tenant_waits.items() if tenant != BIG for w in waits]
 
+    @classmethod
+    def of(cls, jobs: Iterable[Sequence[Any]], window: tuple[float, float], flood: int) -> NoisyRun:
+        """From each started job's ``(tenant, wait, started at)`` (seconds; epoch seconds),
+        the window's start and end, and how many flood jobs were queued."""
+        start, end = window
+        waits: dict[str, list[float]] = {}
+        big_starts: list[float] = []
+        for tenant, wait, at in jobs:
+            waits.setdefault(tenant, []).append(float(wait))
+            if tenant == BIG:
+                big_starts.append(float(at))
+        in_window = sum(1 for at in big_starts if start <= at <= end)
+        left = flood - sum(1 for at in big_starts if at <= end)
+        return cls(waits, in_window / (end - start), left)
+
 
 FLOOD_FACTOR = 100
 """The flooding tenant's volume, in small tenants' volumes (DESIGN.md section 7)."""
 FLOOD_SATURATION = 1.2
 """How many windows' worth of work the flood alone gives every slot of the workers."""
+SMALL_TENANTS = tuple(f"small{n}" for n in range(5))
+SMALL_RATE = 10.0
+"""Jobs per second each small tenant enqueues."""
 
 
-def noisy_job_ms(cfg: BenchConfig, small_rate: float) -> int:
+def noisy_job_ms(cfg: BenchConfig) -> int:
     """How long each job of the noisy-neighbour runs sleeps: long enough that the flood
     keeps every slot busy past the end of the window, so that the small tenants compete
     with it throughout and its throughput is the workers' capacity, not its volume."""
-    flood_per_second = FLOOD_FACTOR * small_rate  # flood jobs per second of the window
+    flood_per_second = FLOOD_FACTOR * SMALL_RATE  # flood jobs per second of the window
     return math.ceil(1000 * FLOOD_SATURATION * cfg.workers * cfg.slots / flood_per_second)
 
 
-def noisy_run(
-    cfg: BenchConfig,
-    *,
-    small: bool,
-    flood: bool,
-    small_tenants: int = 5,
-    small_rate: float = 10.0,
-) -> NoisyRun:
-    """Small tenants each enqueueing ``small_rate`` jobs/s over ``cfg.noisy_seconds``, and/or
-    one tenant with a backlog of :data:`FLOOD_FACTOR` times a small tenant's volume; every
-    job sleeps :func:`noisy_job_ms`. Waits and the window come from the database's clock."""
-    seconds = cfg.noisy_seconds
-    per_small = int(small_rate * seconds)
-    job = {"ms": noisy_job_ms(cfg, small_rate)}
+def noisy_run(cfg: BenchConfig, runner: str, *, small: bool, flood: bool) -> NoisyRun:
+    """One phase of the noisy neighbour on ``runner`` (fairsched, or a peer run as it
+    ships): the small tenants each enqueueing :data:`SMALL_RATE` jobs/s over
+    ``cfg.noisy_seconds``, and/or one tenant with a backlog of :data:`FLOOD_FACTOR` times a
+    small tenant's volume queued first; every job sleeps :func:`noisy_job_ms`."""
+    per_small = int(SMALL_RATE * cfg.noisy_seconds)
+    flood_jobs = FLOOD_FACTOR * per_small if flood else 0
+    if runner != "fairsched":
+        with scratch_db(cfg.admin_dsn, migrate=False) as dsn:
+            run = peers.peer_noisy_run(
+                runner,
+                dsn,
+                workers=cfg.workers,
+                slots=cfg.slots,
+                job_ms=noisy_job_ms(cfg),
+                flood=flood_jobs,
+                small_tenants=SMALL_TENANTS if small else (),
+                small_rate=SMALL_RATE,
+                seconds=cfg.noisy_seconds,
+                flood_tenant=BIG,
+            )
+        return NoisyRun.of(run.started, run.window, flood_jobs)
+    job = {"ms": noisy_job_ms(cfg)}
     with scratch_db(cfg.admin_dsn) as dsn, Client(dsn) as client:
         declare_bench_queue(client, cfg.policies)
-        if flood:
-            enqueue_jobs(client, [JobSpec(job, BIG) for _ in range(FLOOD_FACTOR * per_small)])
-
-        def produce() -> None:
-            begin = time.monotonic()
-            for i in range(per_small):
-                client.enqueue_many(QUEUE, [JobSpec(job, f"small{n}") for n in range(small_tenants)])
-                time.sleep(max(0.0, begin + (i + 1) / small_rate - time.monotonic()))
-
+        enqueue_jobs(client, [JobSpec(job, BIG) for _ in range(flood_jobs)])
         with (
             worker_processes(dsn, cfg.workers, cfg.slots),
             psycopg.connect(dsn, autocommit=True) as clock,
         ):
             wait_listening(clock, cfg.workers)  # the window leaves their start-up out
-            started = db_clock(clock)
-            if small:
-                produce()
-            else:
-                time.sleep(seconds)
+            begin, started = time.monotonic(), db_clock(clock)
+            for i in range(per_small if small else 0):
+                client.enqueue_many(QUEUE, [JobSpec(job, tenant) for tenant in SMALL_TENANTS])
+                time.sleep(max(0.0, begin + (i + 1) / SMALL_RATE - time.monotonic()))
+            time.sleep(max(0.0, begin + cfg.noisy_seconds - time.monotonic()))
             window_end = db_clock(clock)
             if small:
-                wait_small_done(dsn, small_tenants * per_small)
+                wait_small_done(dsn, len(SMALL_TENANTS) * per_small)
         rows = figure_rows(dsn, "bench_waits", {"queue": QUEUE})
-    waits: dict[str, list[float]] = {}
-    for tenant, wait, _claimed, _finished in rows:
-        waits.setdefault(tenant, []).append(float(wait))
-    big_done = sum(
-        1
-        for tenant, _w, _c, finished in rows
-        if tenant == BIG and finished is not None and started <= float(finished) <= window_end
-    )
-    big_claimed = sum(1 for tenant, _w, claimed, _f in rows if tenant == BIG and float(claimed) <= window_end)
-    big_left = FLOOD_FACTOR * per_small - big_claimed if flood else 0
-    return NoisyRun(waits, big_done / (window_end - started), big_left)
+    return NoisyRun.of(rows, (started, window_end), flood_jobs)
 
 
 def wait_listening(conn: psycopg.Connection, workers: int, timeout: float = 120.0) -> None:
@@ -562,35 +571,67 @@ def wait_small_done(dsn: str, target: int, timeout: float = 300.0) -> None:
         )
 
 
+@dataclass
+class NoisyFigures:
+    """The noisy-neighbour figures of one runner (the bars are fairsched's)."""
+
+    p50_base: Figure
+    p99_base: Figure
+    p50_flood: Figure
+    p99_flood: Figure
+    p99_ratio: Figure
+    big_alone: Figure
+    big_flood: Figure
+    conserve: Figure
+    big_left: Figure
+
+    @classmethod
+    def of(cls, runner: str) -> NoisyFigures:
+        ours = runner == "fairsched"
+        prefix = "" if ours else f"{runner} "
+
+        def fig(name: str, unit: str, bar: str = "") -> Figure:
+            return Figure("noisy", prefix + name, unit, bar=bar if ours else "")
+
+        return cls(
+            fig("small tenants p50 wait, no flood", "s"),
+            fig("small tenants p99 wait, no flood", "s"),
+            fig("small tenants p50 wait, flood", "s"),
+            fig("small tenants p99 wait, flood", "s"),
+            fig("p99 wait flood / no flood", "ratio", "<= 2"),
+            fig("flooding tenant alone", "jobs/s"),
+            fig("flooding tenant during flood", "jobs/s"),
+            fig("flood throughput during / alone", "ratio", ">= 0.8"),
+            fig("flood jobs unclaimed when the window ended, alone", "jobs"),
+        )
+
+    def add(self, base: NoisyRun, mixed: NoisyRun, alone: NoisyRun) -> None:
+        self.p50_base.samples.append(percentile(base.small_waits, 0.5))
+        self.p99_base.samples.append(percentile(base.small_waits, 0.99))
+        self.p50_flood.samples.append(percentile(mixed.small_waits, 0.5))
+        self.p99_flood.samples.append(percentile(mixed.small_waits, 0.99))
+        self.p99_ratio.samples.append(self.p99_flood.samples[-1] / self.p99_base.samples[-1])
+        self.big_alone.samples.append(alone.big_rate)
+        self.big_flood.samples.append(mixed.big_rate)
+        self.conserve.samples.append(mixed.big_rate / alone.big_rate)
+        self.big_left.samples.append(alone.big_left)
+
+
 def scenario_noisy(cfg: BenchConfig, figures: list[Figure], plots: dict[str, Any]) -> None:
-    """(4): small tenants' p50/p99 wait with and without one tenant flooding 100x their volume,
-    and the flooding tenant's throughput during the flood vs alone (work conservation)."""
-    p50_base = Figure("noisy", "small tenants p50 wait, no flood", "s")
-    p99_base = Figure("noisy", "small tenants p99 wait, no flood", "s")
-    p50_flood = Figure("noisy", "small tenants p50 wait, flood", "s")
-    p99_flood = Figure("noisy", "small tenants p99 wait, flood", "s")
-    p99_ratio = Figure("noisy", "p99 wait flood / no flood", "ratio", bar="<= 2")
-    big_alone = Figure("noisy", "flooding tenant alone", "jobs/s")
-    big_flood = Figure("noisy", "flooding tenant during flood", "jobs/s")
-    conserve = Figure("noisy", "flood throughput during / alone", "ratio", bar=">= 0.8")
-    big_left = Figure("noisy", "flood jobs unclaimed when the window ended, alone", "jobs")
+    """(4) and (7): small tenants' p50/p99 wait with and without one tenant flooding 100x
+    their volume, and the flooding tenant's throughput during the flood vs alone (work
+    conservation); on fairsched, then on each peer installed, in every repeat."""
+    runners = ["fairsched", *(name for name, found in peers.peers_available().items() if found)]
+    figs = {runner: NoisyFigures.of(runner) for runner in runners}
     for _ in range(cfg.repeats):
-        base = noisy_run(cfg, small=True, flood=False)
-        mixed = noisy_run(cfg, small=True, flood=True)
-        alone = noisy_run(cfg, small=False, flood=True)
-        p50_base.samples.append(percentile(base.small_waits, 0.5))
-        p99_base.samples.append(percentile(base.small_waits, 0.99))
-        p50_flood.samples.append(percentile(mixed.small_waits, 0.5))
-        p99_flood.samples.append(percentile(mixed.small_waits, 0.99))
-        p99_ratio.samples.append(percentile(mixed.small_waits, 0.99) / percentile(base.small_waits, 0.99))
-        big_alone.samples.append(alone.big_rate)
-        big_flood.samples.append(mixed.big_rate)
-        conserve.samples.append(mixed.big_rate / alone.big_rate)
-        big_left.samples.append(alone.big_left)
-        plots["noisy_waits"] = {"no flood": base.tenant_waits, "flood": mixed.tenant_waits}
-    figures.extend(
-        [p50_base, p99_base, p50_flood, p99_flood, p99_ratio, big_alone, big_flood, conserve, big_left]
-    )
+        for runner in runners:
+            base = noisy_run(cfg, runner, small=True, flood=False)
+            mixed = noisy_run(cfg, runner, small=True, flood=True)
+            alone = noisy_run(cfg, runner, small=False, flood=True)
+            figs[runner].add(base, mixed, alone)
+            if runner == "fairsched":
+                plots["noisy_waits"] = {"no flood": base.tenant_waits, "flood": mixed.tenant_waits}
+    figures.extend(fig for group in figs.values() for fig in vars(group).values())
 
 
 # -- scenario: weighted shares ------------------------------------------------

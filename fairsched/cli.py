@@ -987,7 +987,8 @@ def bench(
     sizes = bench_run.parse_backlogs(backlogs)
     if plot is not None and importlib.util.find_spec("matplotlib") is None:
         raise InvalidInput("--plot needs matplotlib: pip install -e '.[bench]'")
-    missing = [name for name, found in peers_available().items() if not found] if "e2e" in chosen else []
+    peer_scenarios = {"e2e", "noisy"} & set(chosen)
+    missing = [name for name, found in peers_available().items() if not found] if peer_scenarios else []
     if missing:
         console(stderr=True).print(
             f"{' and '.join(missing)} not installed: no figures against them (pip install -e '.[bench]')"

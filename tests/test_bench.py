@@ -118,20 +118,28 @@ def test_bench_claims_backlog_noisy_and_shares_report_their_figures_and_charts(
         assert small > 0 and large > 0
         assert figures[f"{stack} buffers 10k / 5k"]["median"] == pytest.approx(large / small, rel=1e-6)
         assert figures[f"{stack} claims/s at 10,000"]["median"] > 0
-    # (4) the small tenants' waits with and without the flood, and the flood's throughput
-    p99 = {phase: figures[f"small tenants p99 wait, {phase}"]["median"] for phase in ("no flood", "flood")}
-    assert all(value > 0 for value in p99.values()), p99
-    assert figures["small tenants p50 wait, flood"]["median"] <= p99["flood"]
-    assert figures["p99 wait flood / no flood"]["median"] == pytest.approx(
-        p99["flood"] / p99["no flood"], rel=1e-6
-    )
-    during, alone = (figures[f"flooding tenant {when}"]["median"] for when in ("during flood", "alone"))
-    assert during > 0 and alone > 0
-    assert figures["flood throughput during / alone"]["median"] == pytest.approx(during / alone, rel=1e-6)
-    # The flood outlasts the window: its rate is the workers' capacity, not its volume over
-    # the window (which a flood drained early would show), and the small tenants compete
-    # with it throughout.
-    assert figures["flood jobs unclaimed when the window ended, alone"]["median"] > 0
+    # (4) and (7): the small tenants' waits with and without the flood, and the flood's
+    # throughput, on fairsched and on each peer's own workers (their figures are prefixed)
+    for prefix in ("", "pgqueuer ", "procrastinate "):
+        p99 = {
+            when: figures[f"{prefix}small tenants p99 wait, {when}"]["median"]
+            for when in ("no flood", "flood")
+        }
+        assert all(value > 0 for value in p99.values()), (prefix, p99)
+        assert figures[f"{prefix}small tenants p50 wait, flood"]["median"] <= p99["flood"]
+        p99_ratio = figures[f"{prefix}p99 wait flood / no flood"]
+        assert p99_ratio["median"] == pytest.approx(p99["flood"] / p99["no flood"], rel=1e-6)
+        assert p99_ratio["bar"] == ("<= 2" if not prefix else "")
+        during, alone = (
+            figures[f"{prefix}flooding tenant {when}"]["median"] for when in ("during flood", "alone")
+        )
+        assert during > 0 and alone > 0
+        conserve = figures[f"{prefix}flood throughput during / alone"]["median"]
+        assert conserve == pytest.approx(during / alone, rel=1e-6)
+        # The flood outlasts the window: its rate is the workers' capacity, not its volume
+        # over the window (which a flood drained early would show), and the small tenants
+        # compete with it throughout.
+        assert figures[f"{prefix}flood jobs unclaimed when the window ended, alone"]["median"] > 0, prefix
     # (5) weights 1:2:5 under saturation: each tenant near its entitlement (fifo would give
     # the first 400 claims to w1, whose jobs were queued first)
     shares = {t: figures[f"tenant {t} share (entitled {e:.1f}%)"]["median"] for t, e in ENTITLED.items()}

@@ -29,7 +29,7 @@ SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> p
 -- name: bench_waits
 -- Enqueue-to-first-claim wait of every job claimed, per tenant, with its claim time.
 SELECT j.tenant, extract(epoch FROM a.claimed_at - j.created_at) AS wait,
-       extract(epoch FROM a.claimed_at) AS claimed, extract(epoch FROM j.finished_at) AS finished
+       extract(epoch FROM a.claimed_at) AS claimed
   FROM fairsched.jobs j
   JOIN fairsched.attempts a ON a.job_id = j.id AND a.attempt = 1
  WHERE j.queue_name = %(queue)s
