@@ -45,6 +45,7 @@ from fairsched.errors import ConfigError, DatabaseError, FairschedError, Invalid
 from fairsched.headkeeper import HeadKeeper
 from fairsched.lease import Lease
 from fairsched.listener import Listener, backoff_delay
+from fairsched.pacing import Pacer
 from fairsched.service import Crash, Service, service_thread
 from fairsched.settings import Settings
 from fairsched.sql import QUERIES
@@ -67,7 +68,8 @@ IDLE_TICK = 0.25
 """Longest pause of the heartbeat thread (a new job's first renewal is due at lease/3)."""
 CLAIM_WINDOW = 0.005
 """Under a backlog, how long a claimer waits for half its slots to come free before
-claiming fewer: a claim of many costs about what a claim of one does."""
+claiming fewer: a claim of many costs about what a claim of one does. Under a backlog of
+jobs that run longer than a window, the pause between paced claims (:mod:`fairsched.pacing`)."""
 
 
 # -- entry points used by the CLI ------------------------------------------
@@ -340,6 +342,7 @@ class QueueRunner:
         self._hint = True
         self._backlog = False
         self._claiming = True
+        self._pacer = Pacer(slots, CLAIM_WINDOW)
         self._inbox: queue_mod.SimpleQueue[tuple[Job, float]] = queue_mod.SimpleQueue()
         self._claimer = service_thread(f"fairsched-claim-{name}", self._claim_loop, worker.crashed)
         # This queue's series, looked up once: labels() costs more than the update per job.
@@ -382,13 +385,19 @@ class QueueRunner:
                         self._hint = True
                         continue
                     self._cond.wait(remaining if not self._hint else poll)
-                if self._backlog and self._busy > self.slots // 2:
+                paced = self._backlog and self._pacer.paced
+                if paced:
+                    self._cond.wait_for(lambda: not self._claiming, self._pacer.pause(time.monotonic()))
+                elif self._backlog and self._busy > self.slots // 2:
                     self._cond.wait_for(
                         lambda: self._busy <= self.slots // 2 or not self._claiming, CLAIM_WINDOW
                     )
                 if not self._claiming:
                     return
-                free = self._worker.slots.take(self.name, min(self.slots - self._busy, claim.MAX_BATCH))
+                want = min(self.slots - self._busy, claim.MAX_BATCH)
+                if paced:
+                    want = min(want, self._pacer.allowance(time.monotonic()))
+                free = self._worker.slots.take(self.name, want)
                 if not free:  # the free slots are owed to other queues; woken when one comes free
                     self._cond.wait(poll)
                     continue
@@ -410,7 +419,10 @@ class QueueRunner:
                 log.info("claiming %s works again after %d failed attempts", self.name, failures)
                 failures = 0
             self._worker.slots.claimed(self.name, free, len(leases))
-            self._dispatch(leases, more=len(leases) == free)
+            # Any claim that leased something may have left more: a tenant-first claim comes
+            # back short when a tenant it dealt jobs to had fewer (or another claimer held
+            # them) while other tenants still have plenty. Only an empty claim says none.
+            self._dispatch(leases, more=bool(leases))
 
     def _claim(self, limit: int) -> list[Lease]:
         start = time.perf_counter()
@@ -426,6 +438,7 @@ class QueueRunner:
             accepted = self._claiming
             if accepted:
                 self._busy += len(leases)
+                self._pacer.started(len(leases))
         if not accepted:
             self._worker.release_all(leases)
             return
@@ -469,6 +482,7 @@ class QueueRunner:
             self._worker.finisher.put(Outcome(job, error, seconds))
         with self._cond:
             self._busy -= 1
+            self._pacer.finished(seconds)
             if self._busy == self.slots - 1 or self._busy <= self.slots // 2:
                 self._cond.notify_all()  # what the claimer waits for: a first free slot, or half
         self._worker.slots.finished(self.name)
