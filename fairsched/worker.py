@@ -341,6 +341,7 @@ class QueueRunner:
         self._busy = 0
         self._hint = True
         self._backlog = False
+        self._recheck = False
         self._claiming = True
         self._pacer = Pacer(slots, CLAIM_WINDOW)
         self._inbox: queue_mod.SimpleQueue[tuple[Job, float]] = queue_mod.SimpleQueue()
@@ -421,8 +422,11 @@ class QueueRunner:
             self._worker.slots.claimed(self.name, free, len(leases))
             # Any claim that leased something may have left more: a tenant-first claim comes
             # back short when a tenant it dealt jobs to had fewer (or another claimer held
-            # them) while other tenants still have plenty. Only an empty claim says none.
-            self._dispatch(leases, more=bool(leases))
+            # them) while other tenants still have plenty. It can even come back empty,
+            # when every tenant it dealt jobs to was dry and held by another claim: under
+            # a backlog an empty claim is checked once more; two in a row say none left.
+            self._recheck = not leases and self._backlog and not self._recheck
+            self._dispatch(leases, more=bool(leases) or self._recheck)
 
     def _claim(self, limit: int) -> list[Lease]:
         start = time.perf_counter()
