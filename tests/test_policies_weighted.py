@@ -110,6 +110,21 @@ def test_a_returning_idle_tenant_banks_no_credit(client: Client) -> None:
     assert abs(observed["back"] - 50.0) <= 5.0, observed
 
 
+@pytest.mark.parametrize(("limit", "expected"), [(1, {"z": 1}), (3, {"z": 2, "a": 1})])
+def test_a_tie_at_the_same_pass_goes_to_the_tenant_claimed_least(
+    client: Client, limit: int, expected: dict[str, int]
+) -> None:
+    """A tenant coming back rejoins at the lowest active pass, level with the tenant that
+    kept the queue busy: the tie goes to the one claimed least so far, not by name (by
+    name "a" would win every such tie: one job of "z" in a claim of three, none in one)."""
+    declare(client, "w", ["weighted"])
+    fill(client, "w", "a", 100)
+    assert len(client.claim("w", owner="t", limit=10)) == 10
+    fill(client, "w", "z", 2)
+    claimed = Counter(lease.tenant for lease in client.claim("w", owner="t", limit=limit))
+    assert claimed == expected
+
+
 def test_caps_hold_under_concurrency(client: Client, db: psycopg.Connection) -> None:
     declare(client, "w", ["weighted"], tenant_cap=3, tenants={"capped": {"weight": 50, "cap": 2}})
     fill(client, "w", "capped", 200)

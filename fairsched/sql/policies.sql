@@ -57,7 +57,7 @@ SELECT t.tenant
  WHERE (t.queue_name, t.tenant) IN (
         SELECT s.queue_name, s.tenant FROM fairsched.tenant_shares s
          WHERE s.queue_name = %(queue)s AND s.active
-         ORDER BY s.pass, s.tenant LIMIT %(limit)s)
+         ORDER BY s.pass, s.claimed_total, s.tenant LIMIT %(limit)s)
    AND NOT EXISTS (SELECT 1 FROM fairsched.jobs j
                     WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
                       AND j.status = 'pending' AND j.available_at <= now())

@@ -11,7 +11,7 @@ WITH q AS (
       LEFT JOIN fairsched.pass_floors AS f ON f.queue_name = qs.name
      WHERE qs.name = %(queue)s
 ), tenants AS MATERIALIZED (
-    SELECT t.tenant, t.weight, t.pass,
+    SELECT t.tenant, t.weight, t.pass, t.claimed_total,
            CASE WHEN q.charge = 'runtime' THEN t.runtime_estimate ELSE 1 END AS cost,
            least(%(limit)s, coalesce(lim.cap - lim.running, %(limit)s)) AS room
       FROM fairsched.tenant_shares AS t
@@ -22,7 +22,7 @@ WITH q AS (
      ) AS lim
      WHERE t.queue_name = %(queue)s AND t.active AND t.pass >= (SELECT q.pass_floor FROM q)
        AND (lim.cap IS NULL OR lim.running < lim.cap)
-     ORDER BY t.pass, t.tenant
+     ORDER BY t.pass, t.claimed_total, t.tenant
      LIMIT %(limit)s
 ), quota AS MATERIALIZED (
     SELECT t.tenant, 1 AS n FROM tenants AS t
