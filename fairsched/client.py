@@ -142,6 +142,10 @@ class Client:
 
     # -- enqueue -----------------------------------------------------------
 
+    def queue_stack(self, queue: str) -> policy.QueueStack:
+        """The queue's policy stack and parameters (read at most once a second per process)."""
+        return self._run(lambda c: policy.queue_stack(c, queue))
+
     def enqueue(
         self,
         queue: str,

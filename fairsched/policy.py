@@ -151,6 +151,7 @@ class QueueStack:
     serial_gap: str
     serial_poison: str
     params: Mapping[str, Any]
+    notify: bool = True
 
     @property
     def policies(self) -> tuple[Policy, ...]:
@@ -182,8 +183,8 @@ def queue_stack(conn: psycopg.Connection, queue: str) -> QueueStack:
         row = conn.execute(QUERIES["queue_policy_get"], {"name": queue}).fetchone()
     if row is None:
         raise UnknownQueue(queue)
-    name, names, aging, charge, cap, gap, poison, params = row
-    stack = QueueStack(name, tuple(names), aging, charge, cap, gap, poison, params)
+    name, names, aging, charge, cap, gap, poison, params, notify = row
+    stack = QueueStack(name, tuple(names), aging, charge, cap, gap, poison, params, notify)
     resolve(stack.names)
     _stacks[key] = (now, stack)
     return stack

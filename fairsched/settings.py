@@ -113,6 +113,13 @@ class Settings(BaseSettings):
     head_refresh_seconds: float = Field(
         0.1, gt=0, description="how often each worker raises the claim heads past claimed jobs"
     )
+    reserve_fraction: float = Field(
+        0.0625,
+        ge=0,
+        lt=1,
+        description="share of a worker's slots on a weighted queue that sends NOTIFY kept free "
+        "for new work (rounded down: 3 of 50 slots, none below 16)",
+    )
     grace_period_seconds: float = Field(30.0, ge=0)
     pool_max_size: int | None = Field(None, gt=0, description="default: slots + 4")
     prepare_threshold: int | None = Field(

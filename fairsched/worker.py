@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import math
 import os
 import queue as queue_mod
 import random
@@ -31,6 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 from types import FrameType
 from typing import NamedTuple, TypeVar
 
@@ -46,6 +48,7 @@ from fairsched.headkeeper import HeadKeeper
 from fairsched.lease import Lease
 from fairsched.listener import Listener, backoff_delay
 from fairsched.pacing import Pacer
+from fairsched.policy import STACK_TTL_SECONDS
 from fairsched.service import Crash, Service, service_thread
 from fairsched.settings import Settings
 from fairsched.sql import QUERIES
@@ -70,6 +73,9 @@ CLAIM_WINDOW = 0.005
 """Under a backlog, how long a claimer waits for half its slots to come free before
 claiming fewer: a claim of many costs about what a claim of one does. Under a backlog of
 jobs that run longer than a window, the pause between paced claims (:mod:`fairsched.pacing`)."""
+RESERVE_OPEN_CLAIMS = 2
+"""How many claims a notification of new work opens a weighted queue's reserved slots to:
+the one it starts at once, and one more for jobs another worker's claim held."""
 
 
 # -- entry points used by the CLI ------------------------------------------
@@ -342,6 +348,10 @@ class QueueRunner:
         self._hint = True
         self._backlog = False
         self._recheck = False
+        self._news = False
+        self._open = 0
+        self._reserve = 0
+        self._reserve_checked = -math.inf
         self._claiming = True
         self._pacer = Pacer(slots, CLAIM_WINDOW)
         self._inbox: queue_mod.SimpleQueue[tuple[Job, float]] = queue_mod.SimpleQueue()
@@ -359,11 +369,19 @@ class QueueRunner:
                 service_thread(f"fairsched-{self.name}-{i}", self._slot_loop, self._worker.crashed).start()
         self._claimer.start()
 
-    def wake(self) -> None:
-        """There may be new work: claim as soon as a slot is free."""
+    def wake(self, news: bool = False) -> None:
+        """There may be new work: claim as soon as a slot is free. ``news``: a notification
+        said so; the claim goes at once, into the reserved slots too."""
         with self._cond:
             self._hint = True
+            if news:
+                self._news = True
+                self._open = RESERVE_OPEN_CLAIMS
             self._cond.notify_all()
+
+    def _limit(self) -> int:
+        """How many slots claims may fill: all but the reserved ones unless news opened them."""
+        return self.slots if self._open else self.slots - self._reserve
 
     def stop_claiming(self, timeout: float) -> None:
         """No new claims; wait (bounded) for a claim in flight."""
@@ -378,31 +396,37 @@ class QueueRunner:
         failures = 0
         poll = self._worker.settings.poll_interval_seconds
         while True:
+            with suppress(FairschedError, psycopg.Error):  # the claim meets it too, and backs off
+                self._reserve_check()
             with self._cond:
                 deadline = time.monotonic() + poll * random.uniform(0.9, 1.1)
-                while self._claiming and not (self._hint and self._busy < self.slots):
+                while self._claiming and not (self._hint and self._busy < self._limit()):
                     remaining = deadline - time.monotonic()
                     if not self._hint and remaining <= 0:
                         self._hint = True
                         continue
                     self._cond.wait(remaining if not self._hint else poll)
-                paced = self._backlog and self._pacer.paced
+                paced = self._backlog and self._pacer.paced and not self._news
                 if paced:
-                    self._cond.wait_for(lambda: not self._claiming, self._pacer.pause(time.monotonic()))
-                elif self._backlog and self._busy > self.slots // 2:
+                    self._cond.wait_for(
+                        lambda: self._news or not self._claiming, self._pacer.pause(time.monotonic())
+                    )
+                elif self._backlog and self._busy > self.slots // 2 and not self._news:
                     self._cond.wait_for(
                         lambda: self._busy <= self.slots // 2 or not self._claiming, CLAIM_WINDOW
                     )
                 if not self._claiming:
                     return
-                want = min(self.slots - self._busy, claim.MAX_BATCH)
-                if paced:
+                want = min(self._limit() - self._busy, claim.MAX_BATCH)
+                if paced and not self._news:
                     want = min(want, self._pacer.allowance(time.monotonic()))
                 free = self._worker.slots.take(self.name, want)
                 if not free:  # the free slots are owed to other queues; woken when one comes free
                     self._cond.wait(poll)
                     continue
                 self._hint = False
+                self._news = False
+                self._open = max(0, self._open - 1)
             try:
                 leases = self._claim(free)
             except (FairschedError, psycopg.Error) as e:
@@ -433,6 +457,19 @@ class QueueRunner:
         leases = self._worker.client.claim(self.name, owner=self._worker.owner, limit=limit)
         metrics.CLAIM_SECONDS.labels(self.name).observe(time.perf_counter() - start)
         return leases
+
+    def _reserve_check(self) -> None:
+        """Reserve slots for new work on queues that order tenants and send NOTIFY (a
+        new tenant's job goes first there, and the notification opens the slots), read
+        from the queue's stack at most once a second."""
+        now = time.monotonic()
+        if now - self._reserve_checked < STACK_TTL_SECONDS:
+            return
+        stack = self._worker.client.queue_stack(self.name)
+        reserve = int(self.slots * self._worker.settings.reserve_fraction)
+        with self._cond:
+            self._reserve = reserve if stack.weighted and stack.notify else 0
+        self._reserve_checked = now
 
     def _dispatch(self, leases: list[Lease], *, more: bool) -> None:
         claimed = time.monotonic()
@@ -487,7 +524,7 @@ class QueueRunner:
         with self._cond:
             self._busy -= 1
             self._pacer.finished(seconds)
-            if self._busy == self.slots - 1 or self._busy <= self.slots // 2:
+            if self._busy in (self.slots - 1, self._limit() - 1) or self._busy <= self.slots // 2:
                 self._cond.notify_all()  # what the claimer waits for: a first free slot, or half
         self._worker.slots.finished(self.name)
 
@@ -558,7 +595,7 @@ class Runtime:
         """Nudge one queue's claimer (``None``: every queue)."""
         for name, runner in self.runners.items():
             if queue is None or queue == name:
-                runner.wake()
+                runner.wake(news=queue is not None)
 
     def event_loop(self) -> asyncio.AbstractEventLoop:
         """The shared event loop of async handlers, started on first use."""

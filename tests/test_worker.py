@@ -380,6 +380,47 @@ def test_a_backlog_of_long_jobs_is_claimed_at_the_pace_slots_free(
     assert paced and max(paced) <= 2, f"paced claims take a start or two each, got {paced}"
 
 
+def running_by_tenant(db: psycopg.Connection) -> dict[str, int]:
+    """Running jobs per tenant."""
+    rows = db.execute("SELECT tenant, count(*) FROM fairsched.jobs WHERE status = 'running' GROUP BY tenant")
+    return dict(rows.fetchall())
+
+
+@pytest.mark.parametrize(
+    ("policies", "notify", "reserved"),
+    [(["weighted"], True, 2), (["weighted"], False, 0), (["fifo"], True, 0)],
+    ids=["weighted", "weighted-without-notify", "fifo"],
+)
+def test_a_weighted_queue_that_notifies_keeps_slots_free_for_new_work(
+    client: Client, db: psycopg.Connection, workers: Workers, policies: list[str], notify: bool, reserved: int
+) -> None:
+    """32 slots at the default reserve fraction (1/16): 2 stay free under a backlog, through
+    polls every 0.2 s, on the queues where a new tenant's job goes first and a notification
+    opens them; elsewhere a reserve would only idle slots."""
+    client.declare_queue("probe", QueueSettings(lease_seconds=30, policies=policies, notify=notify))
+    client.enqueue_many("probe", [JobSpec({"sleep": 5.0}, "big") for _ in range(100)])
+    workers.start({"probe": 32})
+    wait_for(lambda: running_by_tenant(db) == {"big": 32 - reserved}, f"{32 - reserved} jobs running")
+    time.sleep(1.0)  # five polls
+    assert running_by_tenant(db) == {"big": 32 - reserved}
+
+
+def test_a_notification_opens_the_reserved_slots_to_a_new_tenants_job(
+    client: Client, db: psycopg.Connection, workers: Workers
+) -> None:
+    """Every unreserved slot runs one of the flood's 5 s jobs; a new tenant's job is
+    enqueued. Its notification opens the reserved slots, and the job runs and finishes
+    before any of the flood's: without the reserve it would wait 5 s for a slot."""
+    client.declare_queue("probe", QueueSettings(lease_seconds=30, policies=["weighted"]))
+    client.enqueue_many("probe", [JobSpec({"sleep": 5.0}, "big") for _ in range(100)])
+    workers.start({"probe": 32}, settings={"FAIRSCHED_POLL_INTERVAL_SECONDS": "60"})
+    wait_listening(db, 1)
+    wait_for(lambda: running_by_tenant(db) == {"big": 30}, "30 jobs running")
+    small = client.enqueue("probe", {}, tenant="small")
+    wait_for(lambda: job_row(db, small)["status"] == "succeeded", "the new tenant's job done", timeout=3)
+    assert statuses(db).get("succeeded") == 1, "no job of the flood had finished"
+
+
 def test_a_short_weighted_claim_under_a_backlog_claims_again_at_once(
     client: Client, db: psycopg.Connection, workers: Workers
 ) -> None:
