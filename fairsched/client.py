@@ -142,10 +142,6 @@ class Client:
 
     # -- enqueue -----------------------------------------------------------
 
-    def queue_stack(self, queue: str) -> policy.QueueStack:
-        """The queue's policy stack and parameters (read at most once a second per process)."""
-        return self._run(lambda c: policy.queue_stack(c, queue))
-
     def enqueue(
         self,
         queue: str,
@@ -301,6 +297,10 @@ class Client:
         self._run(lambda c: dead.dead_discard(c, job_id, by=by))
 
     # -- policies ----------------------------------------------------------
+
+    def queue_stack(self, queue: str) -> policy.QueueStack:
+        """The queue's policy stack and parameters (read at most once a second per process)."""
+        return self._run(lambda c: policy.queue_stack(c, queue))
 
     def set_tenant_share(
         self, queue: str, tenant: str, *, weight: float | None = None, cap: int | None = None

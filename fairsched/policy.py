@@ -151,7 +151,7 @@ class QueueStack:
     serial_gap: str
     serial_poison: str
     params: Mapping[str, Any]
-    notify: bool = True
+    notify: bool
 
     @property
     def policies(self) -> tuple[Policy, ...]:

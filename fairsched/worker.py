@@ -348,9 +348,9 @@ class QueueRunner:
         self._hint = True
         self._backlog = False
         self._recheck = False
-        self._news = False
         self._open = 0
         self._reserve = 0
+        self._reserve_slots = int(slots * worker.settings.reserve_fraction)
         self._reserve_checked = -math.inf
         self._claiming = True
         self._pacer = Pacer(slots, CLAIM_WINDOW)
@@ -375,9 +375,13 @@ class QueueRunner:
         with self._cond:
             self._hint = True
             if news:
-                self._news = True
                 self._open = RESERVE_OPEN_CLAIMS
             self._cond.notify_all()
+
+    @property
+    def _news(self) -> bool:
+        """A notification came since the last claim: the next one goes at once."""
+        return self._open == RESERVE_OPEN_CLAIMS
 
     def _limit(self) -> int:
         """How many slots claims may fill: all but the reserved ones unless news opened them."""
@@ -425,7 +429,6 @@ class QueueRunner:
                     self._cond.wait(poll)
                     continue
                 self._hint = False
-                self._news = False
                 self._open = max(0, self._open - 1)
             try:
                 leases = self._claim(free)
@@ -466,9 +469,8 @@ class QueueRunner:
         if now - self._reserve_checked < STACK_TTL_SECONDS:
             return
         stack = self._worker.client.queue_stack(self.name)
-        reserve = int(self.slots * self._worker.settings.reserve_fraction)
         with self._cond:
-            self._reserve = reserve if stack.weighted and stack.notify else 0
+            self._reserve = self._reserve_slots if stack.weighted and stack.notify else 0
         self._reserve_checked = now
 
     def _dispatch(self, leases: list[Lease], *, more: bool) -> None:
