@@ -1,4 +1,5 @@
-"""Enqueue: validate jobs, then insert a batch in one statement (with NOTIFY when enabled)."""
+"""Enqueue: validate jobs, then insert a batch in one statement (with NOTIFY when enabled,
+and the tenants' activation on a weighted queue)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from psycopg.types.json import Jsonb
 from fairsched.db import operation
 from fairsched.errors import InvalidInput, PayloadTooLarge, UnknownQueue
 from fairsched.lease import aggregates_advance, tenants_activate
-from fairsched.policy import queue_stack
+from fairsched.policy import BasePolicy, queue_stack
 from fairsched.sql import QUERIES
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")
@@ -118,7 +119,7 @@ def jobs_enqueue(
     payloads = [validate(job, max_payload_bytes) for job in checked]
     if not checked:
         return []
-    params = {
+    params: dict[str, object] = {
         "queue": queue,
         "tenants": [j.tenant for j in checked],
         "payloads": [Jsonb(text, dumps=_identity) for text in payloads],
@@ -131,15 +132,18 @@ def jobs_enqueue(
     }
     stack = queue_stack(conn, queue)
     serial = stack.serial and any(j.aggregate_key is not None for j in checked)
-    with conn.transaction() if serial or stack.weighted else nullcontext():
-        ids = _insert(conn, queue, checked, {**params, "serial": serial}, serial=serial)
-        pending: list[tuple[str, datetime | None]] = []
+    hooked = any(type(p).on_enqueue is not BasePolicy.on_enqueue for p in stack.policies)
+    # One statement on its own, activation included, unless serial jobs must be promoted
+    # after the insert or a policy's hook runs in the enqueuing transaction.
+    params |= {"serial": serial, "activate": stack.weighted and not serial}
+    with conn.transaction() if serial or hooked else nullcontext():
+        ids = _insert(conn, queue, checked, params, serial=serial)
         if serial:
             keys = sorted({(queue, j.tenant, j.aggregate_key) for j in checked if j.aggregate_key})
-            pending += [(t, due) for _id, _q, t, due in aggregates_advance(conn, keys)]
-        if stack.weighted:
-            pending += [(j.tenant, j.run_at) for j in checked if not (serial and j.aggregate_key)]
-            tenants_activate(conn, queue, [p[0] for p in pending], [p[1] or _NOW for p in pending])
+            pending = [(t, due) for _id, _q, t, due in aggregates_advance(conn, keys)]
+            if stack.weighted:
+                pending += [(j.tenant, j.run_at or _NOW) for j in checked if not j.aggregate_key]
+                tenants_activate(conn, queue, [p[0] for p in pending], [p[1] for p in pending])
         for policy in stack.policies:
             policy.on_enqueue(conn, queue, ids)
     return ids

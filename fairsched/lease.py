@@ -236,7 +236,6 @@ def tenants_activate(
     if not tenants:
         return
     with operation("tenant_shares_activate"):
-        conn.execute(QUERIES["tenant_shares_lock"], {"queue": queue, "tenants": list(tenants)})
         conn.execute(
             QUERIES["tenant_shares_activate"],
             {"queue": queue, "tenants": list(tenants), "dues": list(dues)},

@@ -4,19 +4,23 @@ charging and live weight changes, with concurrent claimers on a real PostgreSQL.
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg import pq
 
-from fairsched import Client
+from fairsched import Client, JobSpec
 from fairsched.errors import InvalidInput
 from fairsched.lease import Failure, FailureKind, Lease, leases_complete, leases_fail
 from fairsched.policy import TenantShare, tenant_share_set, tenant_shares_list
+from fairsched.sql import QUERIES
 from tests.policies_support import claim_concurrently, declare, fill, shares
 
 
@@ -123,6 +127,72 @@ def test_a_tie_at_the_same_pass_goes_to_the_tenant_claimed_least(
     fill(client, "w", "z", 2)
     claimed = Counter(lease.tenant for lease in client.claim("w", owner="t", limit=limit))
     assert claimed == expected
+
+
+def test_a_weighted_enqueue_is_one_round_trip_that_activates_its_tenants(
+    client: Client, fresh_db: str, tmp_path: Path
+) -> None:
+    """The jobs and their tenants' activation go in one statement, committed together:
+    one message batch to the server (libpq's trace), where it was five (BEGIN, insert,
+    lock, activate, COMMIT)."""
+    declare(client, "w", ["weighted"])
+    fill(client, "w", "old", 3)
+    trace = tmp_path / "libpq.trace"
+    with psycopg.connect(fresh_db, autocommit=True) as conn, trace.open("w") as out:
+        client.enqueue_many("w", [JobSpec({}, "old")], conn=conn)  # the queue's stack is read
+        conn.pgconn.trace(out.fileno())
+        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        client.enqueue_many("w", [JobSpec({}, t) for t in ("old", "new1", "new2", "new1")], conn=conn)
+        conn.pgconn.untrace()
+    sent = trace.read_text()
+    assert len(re.findall(r"^F\t\d+\t(?:Sync|Query)\b", sent, re.MULTILINE)) == 1, sent
+    with psycopg.connect(fresh_db, autocommit=True) as db:
+        active = {s.tenant: s.active for s in tenant_shares_list(db, "w")}
+    assert active == {"old": True, "new1": True, "new2": True}
+    claimed = Counter(lease.tenant for lease in client.claim("w", owner="t", limit=10))
+    assert claimed == {"old": 5, "new1": 2, "new2": 1}
+
+
+def wait_for_a_lock_wait(db: psycopg.Connection) -> None:
+    """Return once a backend of this database waits for a lock."""
+    for _ in range(500):
+        row = db.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+        if row is not None and row[0] > 0:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the enqueue never waited for the deactivation's lock")
+
+
+def test_an_enqueue_racing_a_deactivation_leaves_its_tenant_active(client: Client, fresh_db: str) -> None:
+    """The enqueue waits for a deactivation that locked the tenant's share row first;
+    its activation reads the row after that commit (a statement of its own, with its
+    own snapshot) and puts the tenant back, so the new job is claimable."""
+    declare(client, "w", ["weighted"])
+    fill(client, "w", "t", 1)
+    assert len(client.claim("w", owner="t")) == 1  # "t" is active with nothing pending
+    errors: list[BaseException] = []
+
+    def enqueue() -> None:
+        try:
+            fill(client, "w", "t", 1)
+        except BaseException as e:
+            errors.append(e)
+
+    with psycopg.connect(fresh_db, autocommit=True) as deactivator, deactivator.transaction():
+        deactivator.execute(QUERIES["tenant_shares_lock_dry"], {"queue": "w", "limit": 5})
+        deactivator.execute(QUERIES["tenant_shares_deactivate"], {"queue": "w", "tenants": ["t"]})
+        racer = threading.Thread(target=enqueue)
+        racer.start()
+        with psycopg.connect(fresh_db, autocommit=True) as db:
+            wait_for_a_lock_wait(db)
+    racer.join(timeout=30)
+    assert not racer.is_alive() and not errors, errors
+    with psycopg.connect(fresh_db, autocommit=True) as db:
+        assert [(s.tenant, s.active) for s in tenant_shares_list(db, "w")] == [("t", True)]
+    assert [lease.tenant for lease in client.claim("w", owner="t", limit=5)] == ["t"]
 
 
 def test_caps_hold_under_concurrency(client: Client, db: psycopg.Connection) -> None:

@@ -5,50 +5,10 @@ SELECT name, policies, aging_interval_seconds, charge, tenant_cap, serial_gap, s
   FROM fairsched.queues
  WHERE name = %(name)s
 
--- name: tenant_shares_lock
--- Take KEY SHARE locks on tenants' share rows (creating missing ones) before
--- jobs of theirs become pending: a concurrent deactivation skips locked rows.
-WITH input AS (
-    SELECT DISTINCT tenant FROM unnest(%(tenants)s::text[]) AS t(tenant)
-), created AS (
-    INSERT INTO fairsched.tenant_shares (queue_name, tenant, active, ready_at, pass)
-    SELECT %(queue)s, i.tenant, false, 'infinity',
-           coalesce((SELECT s.pass FROM fairsched.tenant_shares s
-                      WHERE s.queue_name = %(queue)s AND s.active
-                      ORDER BY s.pass LIMIT 1),
-                    (SELECT max(s.pass) FROM fairsched.tenant_shares s
-                      WHERE s.queue_name = %(queue)s), 0)
-      FROM input i
-    ON CONFLICT (queue_name, tenant) DO NOTHING
-    RETURNING tenant
-)
-SELECT s.tenant
-  FROM fairsched.tenant_shares s JOIN input i ON i.tenant = s.tenant
- WHERE s.queue_name = %(queue)s
-   FOR KEY SHARE OF s
-
 -- name: tenant_shares_activate
--- Tenants with work due now join the selection at the queue's lowest active pass
--- (no credit banked while idle); work due later is remembered for the sweeper.
-WITH input AS (
-    SELECT tenant, min(due) AS due
-      FROM unnest(%(tenants)s::text[], %(dues)s::timestamptz[]) AS t(tenant, due)
-     GROUP BY tenant
-), floor AS (
-    -- The queue's virtual time: the lowest active pass; when no tenant is active,
-    -- the highest pass reached, so tenants returning to an idle queue start level.
-    SELECT coalesce((SELECT pass FROM fairsched.tenant_shares
-                      WHERE queue_name = %(queue)s AND active ORDER BY pass LIMIT 1),
-                    (SELECT max(pass) FROM fairsched.tenant_shares
-                      WHERE queue_name = %(queue)s), 0) AS pass
-)
-UPDATE fairsched.tenant_shares AS t
-   SET active = i.due <= now(),
-       ready_at = CASE WHEN i.due <= now() THEN t.ready_at ELSE least(t.ready_at, i.due) END,
-       pass = CASE WHEN i.due <= now() THEN greatest(t.pass, f.pass) ELSE t.pass END,
-       updated_at = now()
-  FROM input i, floor f
- WHERE t.queue_name = %(queue)s AND t.tenant = i.tenant AND NOT t.active
+-- Tenants that got pending jobs (due at dues) join the weighted selection; their share
+-- rows stay KEY SHARE locked until the transaction commits (migration 052).
+SELECT fairsched.tenant_shares_activate(%(queue)s, %(tenants)s::text[], %(dues)s::timestamptz[])
 
 -- name: tenant_shares_lock_dry
 -- Lock (skipping busy rows) the lowest-pass active tenants that have nothing claimable.

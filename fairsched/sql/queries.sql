@@ -79,12 +79,20 @@ WITH q AS (
     ON CONFLICT (queue_name, tenant, idempotency_key) WHERE idempotency_key IS NOT NULL
     DO NOTHING
     RETURNING id, tenant, available_at, status, aggregate_key
+), activated AS (
+    -- Weighted queues: the jobs' tenants join the selection, committed with the jobs.
+    SELECT fairsched.tenant_shares_activate(q.name, array_agg(i.tenant),
+                                            array_agg(coalesce(i.run_at, '-infinity')))
+      FROM q CROSS JOIN input i
+     WHERE %(activate)s::bool
+     GROUP BY q.name
 ), notified AS (
     SELECT pg_notify('fairsched_jobs', q.name)
       FROM q
      WHERE q.notify AND EXISTS (SELECT 1 FROM inserted)
 )
 SELECT coalesce(ins.id, existing.id) AS id,
+       (SELECT count(*) FROM activated) AS activated,
        (SELECT count(*) FROM notified) AS notified,
        ins.status AS inserted_status
   FROM input i
