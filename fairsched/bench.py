@@ -485,14 +485,19 @@ FLOOD_SATURATION = 1.2
 SMALL_TENANTS = tuple(f"small{n}" for n in range(5))
 SMALL_RATE = 10.0
 """Jobs per second each small tenant enqueues."""
+NOISY_SETTLE_SECONDS = 1.0
+"""How long the workers run before the window starts: their start-up (first claims on new
+connections, first plans, slots filling) is not what the window measures."""
 
 
 def noisy_job_ms(cfg: BenchConfig) -> int:
     """How long each job of the noisy-neighbour runs sleeps: long enough that the flood
-    keeps every slot busy past the end of the window, so that the small tenants compete
-    with it throughout and its throughput is the workers' capacity, not its volume."""
-    flood_per_second = FLOOD_FACTOR * SMALL_RATE  # flood jobs per second of the window
-    return math.ceil(1000 * FLOOD_SATURATION * cfg.workers * cfg.slots / flood_per_second)
+    keeps every slot busy through :data:`NOISY_SETTLE_SECONDS` and past the end of the
+    window, so that the small tenants compete with it throughout and its throughput is the
+    workers' capacity, not its volume."""
+    flood = FLOOD_FACTOR * SMALL_RATE * cfg.noisy_seconds  # the flood's jobs
+    busy = cfg.workers * cfg.slots * (NOISY_SETTLE_SECONDS + cfg.noisy_seconds)  # slot-seconds
+    return math.ceil(1000 * FLOOD_SATURATION * busy / flood)
 
 
 def noisy_run(cfg: BenchConfig, runner: str, *, small: bool, flood: bool) -> NoisyRun:
@@ -514,6 +519,7 @@ def noisy_run(cfg: BenchConfig, runner: str, *, small: bool, flood: bool) -> Noi
                 small_tenants=SMALL_TENANTS if small else (),
                 small_rate=SMALL_RATE,
                 seconds=cfg.noisy_seconds,
+                settle=NOISY_SETTLE_SECONDS,
                 flood_tenant=BIG,
             )
         return NoisyRun.of(run.started, run.window, flood_jobs)
@@ -526,7 +532,8 @@ def noisy_run(cfg: BenchConfig, runner: str, *, small: bool, flood: bool) -> Noi
             worker_processes(dsn, cfg.workers, cfg.slots),
             psycopg.connect(dsn, autocommit=True) as clock,
         ):
-            wait_listening(clock, cfg.workers)  # the window leaves their start-up out
+            wait_listening(clock, cfg.workers)
+            time.sleep(NOISY_SETTLE_SECONDS)  # the window leaves their start-up out
             begin, started = time.monotonic(), db_clock(clock)
             for i in range(per_small if small else 0):
                 client.enqueue_many(QUEUE, [JobSpec(job, tenant) for tenant in SMALL_TENANTS])

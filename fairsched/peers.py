@@ -360,14 +360,16 @@ def peer_noisy_run(
     small_tenants: Sequence[str],
     small_rate: float,
     seconds: float,
+    settle: float,
     flood_tenant: str,
 ) -> PeerNoisyRun:
     """The noisy neighbour's workload on peer ``name`` (run as it ships: first come, first
     served): ``flood`` jobs of ``flood_tenant`` queued first (none: 0), then ``workers``
-    processes of ``slots`` concurrent jobs, then, once all are up, one job per small tenant
-    ``small_rate`` times a second for ``seconds`` (none when ``small_tenants`` is empty;
-    the window then just passes). Returns when every small job has started (at most 300 s
-    after the window), or the window passed; raises when a worker failed."""
+    processes of ``slots`` concurrent jobs, then, once all are up and ``settle`` seconds
+    later, one job per small tenant ``small_rate`` times a second for ``seconds`` (none
+    when ``small_tenants`` is empty; the window then just passes). Returns when every
+    small job has started (at most 300 s after the window), or the window passed; raises
+    when a worker failed."""
     open_enqueue, target = NOISY_PEERS[name]
     ctx = mp.get_context("spawn")
     ready, stop, started = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
@@ -395,6 +397,7 @@ def peer_noisy_run(
             for _ in procs:
                 if not await asyncio.to_thread(ready.acquire, True, 120):
                     raise RuntimeError(f"{name} workers were not ready within 120 s")
+            await asyncio.sleep(settle)
             begin, window_start = time.monotonic(), time.time()
             for i in range(int(small_rate * seconds) if small_tenants else 0):
                 await enqueue(small_tenants)
