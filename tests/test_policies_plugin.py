@@ -47,3 +47,33 @@ def test_a_third_party_policy_shapes_a_real_workers_claims(
     assert pending == set(held)
     logged = {row[0] for row in db.execute("SELECT job_id FROM public.hold_log")}
     assert logged == set(free)
+
+
+@pytest.mark.parametrize("stack", [["fifo", "hold"], ["weighted", "hold"]])
+def test_a_policys_enqueue_hook_runs_in_the_enqueuing_transaction(
+    hold_installed: None,
+    fresh_db: str,
+    db: psycopg.Connection,
+    monkeypatch: pytest.MonkeyPatch,
+    stack: list[str],
+) -> None:
+    """A hook that sees the inserted jobs and fails takes them back with it (and, on a
+    weighted queue, the tenant's activation): the insert did not commit on its own."""
+    import hold_policy
+
+    seen: list[int] = []
+
+    def refuse(self: object, conn: psycopg.Connection, queue: str, job_ids: list[int]) -> None:
+        row = conn.execute("SELECT count(*) FROM fairsched.jobs WHERE id = ANY(%s)", [job_ids]).fetchone()
+        seen.append(row[0] if row else 0)
+        raise RuntimeError("the hook refused")
+
+    monkeypatch.setattr(hold_policy.Hold, "on_enqueue", refuse)
+    with Client(fresh_db) as client:
+        client.declare_queue("probe", QueueSettings(policies=stack))
+        with pytest.raises(RuntimeError, match="the hook refused"):
+            client.enqueue("probe", {}, tenant="t")
+    assert seen == [1]
+    assert statuses(db) == {}
+    active = db.execute("SELECT count(*) FROM fairsched.tenant_shares WHERE active").fetchone()
+    assert active == (0,)
