@@ -10,6 +10,18 @@
 --      deactivation held is locked once that one committed, and read after it;
 --   3. tenants with work due now join at the queue's lowest active pass (no credit
 --      banked while idle); work due later is remembered for the sweeper.
+
+-- The queue's virtual time: the lowest active pass; when no tenant is active, the highest
+-- pass reached, so tenants returning to an idle queue start level. STABLE: it reads the
+-- calling statement's snapshot. The sweeper's wake reads it too.
+CREATE FUNCTION fairsched.tenant_shares_floor(queue text) RETURNS double precision
+    LANGUAGE sql STABLE
+    RETURN coalesce((SELECT a.pass FROM fairsched.tenant_shares AS a
+                      WHERE a.queue_name = tenant_shares_floor.queue AND a.active
+                      ORDER BY a.pass LIMIT 1),
+                    (SELECT max(a.pass) FROM fairsched.tenant_shares AS a
+                      WHERE a.queue_name = tenant_shares_floor.queue), 0);
+
 CREATE FUNCTION fairsched.tenant_shares_activate(queue text, tenants text[], dues timestamptz[])
     RETURNS void
     LANGUAGE plpgsql VOLATILE
@@ -17,13 +29,9 @@ AS $$
 DECLARE
     floor_pass double precision;
 BEGIN
+    floor_pass := fairsched.tenant_shares_floor(queue);
     INSERT INTO fairsched.tenant_shares AS s (queue_name, tenant, active, ready_at, pass)
-    SELECT queue, i.tenant, false, 'infinity',
-           coalesce((SELECT a.pass FROM fairsched.tenant_shares a
-                      WHERE a.queue_name = queue AND a.active
-                      ORDER BY a.pass LIMIT 1),
-                    (SELECT max(a.pass) FROM fairsched.tenant_shares a
-                      WHERE a.queue_name = queue), 0)
+    SELECT queue, i.tenant, false, 'infinity', floor_pass
       FROM (SELECT DISTINCT t.tenant FROM unnest(tenants) AS t(tenant)) AS i
      ORDER BY i.tenant
     ON CONFLICT (queue_name, tenant) DO NOTHING;
@@ -34,13 +42,7 @@ BEGIN
       ORDER BY s.tenant
         FOR KEY SHARE;
 
-    -- The queue's virtual time: the lowest active pass; when no tenant is active, the
-    -- highest pass reached, so tenants returning to an idle queue start level.
-    floor_pass := coalesce((SELECT a.pass FROM fairsched.tenant_shares a
-                             WHERE a.queue_name = queue AND a.active
-                             ORDER BY a.pass LIMIT 1),
-                           (SELECT max(a.pass) FROM fairsched.tenant_shares a
-                             WHERE a.queue_name = queue), 0);
+    floor_pass := fairsched.tenant_shares_floor(queue);  -- read after the locks
 
     UPDATE fairsched.tenant_shares AS t
        SET active = i.due <= now(),

@@ -51,11 +51,7 @@ UPDATE fairsched.tenant_shares AS t
                          WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
                            AND j.status = 'pending'),
        ready_at = 'infinity',
-       pass = greatest(t.pass, coalesce((SELECT s.pass FROM fairsched.tenant_shares s
-                                          WHERE s.queue_name = t.queue_name AND s.active
-                                          ORDER BY s.pass LIMIT 1),
-                                        (SELECT max(s.pass) FROM fairsched.tenant_shares s
-                                          WHERE s.queue_name = t.queue_name))),
+       pass = greatest(t.pass, fairsched.tenant_shares_floor(t.queue_name)),
        updated_at = now()
   FROM due d
  WHERE t.queue_name = d.queue_name AND t.tenant = d.tenant
