@@ -24,7 +24,7 @@ WITH q AS (
        AND (lim.cap IS NULL OR lim.running < lim.cap)
      ORDER BY t.pass, t.claimed_total, t.tenant
      LIMIT %(limit)s
-), quota AS MATERIALIZED (
+), quota AS (
     SELECT t.tenant, 1 AS n FROM tenants AS t
 ), candidate AS MATERIALIZED (
     SELECT c.id, qt.tenant
@@ -38,10 +38,6 @@ WITH q AS (
          ORDER BY "j"."aging_key", "j"."id"
          LIMIT qt.n
            FOR UPDATE SKIP LOCKED) AS c
-), locked AS MATERIALIZED (
-    SELECT c.tenant, c.n, c.ids
-      FROM (SELECT tenant, count(*)::int AS n, array_agg(id) AS ids
-              FROM candidate GROUP BY tenant ORDER BY tenant) AS c
 ), charged AS (
     UPDATE fairsched.tenant_shares AS t
        SET pass = t.pass + c.n * tn.cost / t.weight,
@@ -49,12 +45,11 @@ WITH q AS (
            claimed_total = t.claimed_total + c.n,
            charged_total = t.charged_total + c.n * tn.cost,
            updated_at = now()
-      FROM locked AS c JOIN tenants AS tn USING (tenant), q
-     WHERE t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT l.tenant FROM locked AS l))
-       AND t.tenant = c.tenant
+      FROM (SELECT c.id, c.tenant, 1 AS n FROM candidate AS c) AS c JOIN tenants AS tn USING (tenant), q
+     WHERE t.queue_name = %(queue)s AND t.tenant = (SELECT c.tenant FROM candidate AS c)
        AND (coalesce(t.cap, q.tenant_cap) IS NULL
             OR (t.running - fairsched.tenant_released(t.queue_name, t.tenant)) + c.n <= coalesce(t.cap, q.tenant_cap))
-    RETURNING c.ids
+    RETURNING c.id
 )
 UPDATE fairsched.jobs AS j
    SET status = 'running',
@@ -67,7 +62,7 @@ UPDATE fairsched.jobs AS j
            secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds)),
        share_counted = true
   FROM q
- WHERE j.id = ANY (ARRAY(SELECT unnest(c.ids) FROM charged AS c))
+ WHERE j.id = (SELECT c.id FROM charged AS c)
 RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
           j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
           j.max_attempts,
