@@ -215,7 +215,7 @@ SELECT m.* FROM moved AS m"""
 # A claim of one job charges its one share row first whatever the caps, its update
 # taking the lock and checking the cap; only a charged tenant's job moves. Its one
 # candidate needs no grouping, lock order or id arrays. (Rendered with both orders, a
-# claim of one ran ~15% slower; through the general charge-first steps, ~6%.)
+# claim of one ran ~15% slower; through the general charge-first steps, ~4%.)
 _CHARGE_ONE = """), charged AS (
     UPDATE fairsched.tenant_shares AS t
        SET {charge}
@@ -276,8 +276,10 @@ def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -
 
     ``single``: the tenant-first statement of a claim of one job, which takes the one
     tenant chosen (no quota to spread) and leaves locking its share row to the charge
-    (no lock order to keep). Run with ``limit`` 1 it claims what the general statement
-    would; the job-first statement has one shape, whatever ``single`` says.
+    (no lock order to keep). It is for ``limit`` 1 only (its charge and move read the one
+    candidate as a scalar; :func:`claim_statement` picks it then), and claims what the
+    general statement would; the job-first statement has one shape, whatever ``single``
+    says.
     """
     stack = resolve(names)
     terms = stack_order(stack)
