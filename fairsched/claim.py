@@ -164,6 +164,11 @@ _CHARGE = """pass = t.pass + c.n * tn.cost / t.weight,
            charged_total = t.charged_total + c.n * tn.cost,
            updated_at = now()"""
 
+# Whether a charge of ``c.n`` more jobs keeps the share row ``t`` within its cap, read on
+# the row version the charge's update locked.
+_CAP_ALLOWS = """(coalesce(t.cap, q.tenant_cap) IS NULL
+            OR {running} + c.n <= coalesce(t.cap, q.tenant_cap))"""
+
 _CAPPED = """
            qs.tenant_cap IS NOT NULL OR EXISTS (
                SELECT FROM fairsched.tenant_shares AS s
@@ -189,8 +194,7 @@ _CHARGE_EITHER_END = """), locked AS MATERIALIZED (
       FROM locked AS c JOIN tenants AS tn USING (tenant), q
      WHERE t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT l.tenant FROM locked AS l))
        AND t.tenant = c.tenant
-       AND (coalesce(t.cap, q.tenant_cap) IS NULL
-            OR {running} + c.n <= coalesce(t.cap, q.tenant_cap))
+       AND {cap_allows}
     RETURNING c.ids
 ), moved AS (
     UPDATE fairsched.jobs AS j
@@ -221,8 +225,7 @@ _CHARGE_ONE = """), charged AS (
        SET {charge}
       FROM (SELECT c.id, c.tenant, 1 AS n FROM candidate AS c) AS c JOIN tenants AS tn USING (tenant), q
      WHERE t.queue_name = %(queue)s AND t.tenant = (SELECT c.tenant FROM candidate AS c)
-       AND (coalesce(t.cap, q.tenant_cap) IS NULL
-            OR {running} + c.n <= coalesce(t.cap, q.tenant_cap))
+       AND {cap_allows}
     RETURNING c.id
 )
 UPDATE fairsched.jobs AS j
@@ -286,14 +289,16 @@ def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -
     order = sql.SQL(", ").join(_order_term(term) for term in terms)
     filters = [f for f in (p.claim_filter() for p in stack) if f is not None]
     rendered_filters = sql.SQL("").join(sql.SQL("\n       AND ({})").format(f) for f in filters)
+    running = sql.SQL(_TENANT_RUNNING)
     parts: dict[str, sql.Composable] = {
         "filters": rendered_filters,
         "order": order,
         "heads": sql.SQL(_HEAD_COLUMNS),
         "head": _head_bound(terms, order),
         "set_running": sql.SQL(_SET_RUNNING),
-        "running": sql.SQL(_TENANT_RUNNING),
+        "running": running,
         "charge": sql.SQL(_CHARGE),
+        "cap_allows": sql.SQL(_CAP_ALLOWS).format(running=running),
         "returning": sql.SQL(_RETURNING),
         "quota": sql.SQL(_QUOTA_ONE if single else _QUOTA),
         "quota_materialized": sql.SQL("" if single else "MATERIALIZED "),
