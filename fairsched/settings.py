@@ -120,6 +120,14 @@ class Settings(BaseSettings):
         description="share of a worker's slots on a weighted queue that sends NOTIFY kept free "
         "for new work (rounded down: 3 of 50 slots, none below 16)",
     )
+    completion_window_seconds: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="a worker records finished attempts at most once per window, in one "
+        "statement for all that finished meanwhile; the first after a quiet window goes at "
+        "once (keep it well under the shortest lease)",
+    )
     grace_period_seconds: float = Field(30.0, ge=0)
     pool_max_size: int | None = Field(None, gt=0, description="default: slots + 4")
     prepare_threshold: int | None = Field(

@@ -211,10 +211,12 @@ def retry_transient(fn: Callable[[], T], *, what: str, give_up: threading.Event)
 
 class Finisher:
     """Records finished attempts in batches: one statement for the successes of a round,
-    one for its failures."""
+    one for its failures. A round starts at most once per ``window`` seconds: what finishes
+    meanwhile joins it, and the first after a quiet window goes at once."""
 
-    def __init__(self, client: Client, on_crash: Crash) -> None:
+    def __init__(self, client: Client, on_crash: Crash, window: float) -> None:
         self._client = client
+        self._window = window
         self._inbox: queue_mod.SimpleQueue[Outcome | None] = queue_mod.SimpleQueue()
         self._give_up = threading.Event()
         self._thread = service_thread("fairsched-finisher", self._run, on_crash)
@@ -234,6 +236,7 @@ class Finisher:
 
     def _run(self) -> None:
         closing = False
+        last_round = -math.inf
         while not closing:
             first = self._inbox.get()
             batch: list[Outcome] = []
@@ -241,6 +244,8 @@ class Finisher:
                 closing = True
             else:
                 batch.append(first)
+                # Sleeping, not waiting on the inbox: a wait would wake for every outcome.
+                time.sleep(max(0.0, last_round + self._window - time.monotonic()))
             while len(batch) < COMPLETION_BATCH:
                 try:
                     item = self._inbox.get_nowait()
@@ -250,6 +255,7 @@ class Finisher:
                     closing = True
                 else:
                     batch.append(item)
+            last_round = time.monotonic()
             self._complete([o for o in batch if o.error is None])
             self._fail([o for o in batch if o.error is not None])
 
@@ -560,7 +566,7 @@ class Runtime:
         self.failed = False
         self.tenant_labels = metrics.TenantLabels(settings.tenants)
         self.running = Running()
-        self.finisher = Finisher(client, self.crashed)
+        self.finisher = Finisher(client, self.crashed, settings.completion_window_seconds)
         split = capacity.Split.of(queues)
         self.slots = capacity.Slots(split, self.wake)
         self.runners = {name: QueueRunner(self, name, split.most(name)) for name in split}

@@ -185,6 +185,38 @@ def test_fast_failing_handlers_have_every_failure_recorded_in_time(
     assert outcomes == {"retrying": 2000, "dead": 1000}, "failures recorded as failures, none expired"
 
 
+def completion_rounds(db: psycopg.Connection) -> tuple[int, float]:
+    """Completion statements so far and the seconds between the first and the last (a
+    round's jobs share its owner and finish time)."""
+    row = db.execute(
+        "SELECT count(DISTINCT (lease_owner, finished_at)),"
+        " extract(epoch FROM max(finished_at) - min(finished_at))"
+        " FROM fairsched.jobs WHERE status = 'succeeded'"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), float(row[1])
+
+
+def test_finished_attempts_are_recorded_at_most_once_per_window(
+    client: Client, db: psycopg.Connection, workers: Workers
+) -> None:
+    """200 jobs of 10 ms on 8 slots finish over ~0.3 s, a few at a time: recorded as they
+    come, that is ~100 completion statements; with a 0.5 s window, one per window. A job
+    that finishes after a quiet window is recorded at once, not a window later."""
+    window = 0.5
+    declare(client, lease=30)
+    workers.start({"probe": 8}, settings={"FAIRSCHED_COMPLETION_WINDOW_SECONDS": str(window)})
+    client.enqueue_many("probe", [JobSpec({"sleep": 0.01}, "t") for _ in range(200)])
+    wait_for(lambda: statuses(db) == {"succeeded": 200}, "200 jobs succeeded")
+    rounds, span = completion_rounds(db)
+    assert rounds <= span / window + 2, f"{rounds} completion statements over {span:.2f} s"
+    time.sleep(window)
+    lone = client.enqueue("probe", {}, tenant="t")
+    wait_for(lambda: job_row(db, lone)["status"] == "succeeded", "the lone job succeeded")
+    row = job_row(db, lone)
+    assert row["finished_at"] - row["started_at"] < timedelta(seconds=window / 2)
+
+
 def test_progress_keeps_a_job_running_past_its_lease(
     client: Client, db: psycopg.Connection, workers: Workers
 ) -> None:
