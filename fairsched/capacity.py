@@ -19,9 +19,10 @@ The rule of a weighted split (``docs/capacity.md``), applied at every claim:
 - the running jobs of all queues never exceed the total.
 
 A queue *has work* from the moment its claimer wants to claim (woken by a
-notification, the poll, or a full batch) until a claim returns fewer jobs than
-asked for. Nothing starves: a queue with work gets its entitlement back as
-jobs of over-entitled queues finish.
+notification, the poll, or a claim that leased jobs) until its claimer finds
+none left: a claim comes back empty (under a backlog, twice in a row). Nothing
+starves: a queue with work gets its entitlement back as jobs of over-entitled
+queues finish.
 
 :func:`entitlements` and :func:`grant` are the rule; :class:`Slots` is the
 thread-safe ledger a worker's claimers share.
@@ -164,15 +165,17 @@ class Slots:
                 self._waiting.add(queue)
             return n
 
-    def claimed(self, queue: str, taken: int, got: int) -> None:
+    def claimed(self, queue: str, taken: int, got: int, *, more: bool = False) -> None:
         """A claim that reserved ``taken`` slots leased ``got`` jobs; the rest come back.
 
-        A short claim means the queue ran out of claimable work: its idle
-        slots become lendable.
+        A short claim means the queue ran out of claimable work (its idle slots
+        become lendable) unless its claimer expects ``more``: a tenant-first claim
+        comes back short while other tenants still have plenty, and the claimer
+        claims again at once.
         """
         with self._lock:
             self._held[queue] -= taken - got
-            if got < taken:
+            if got < taken and not more:
                 self._wanting.discard(queue)
             woken = self._woken() if got < taken else []
         self._notify(woken)

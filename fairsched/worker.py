@@ -452,14 +452,15 @@ class QueueRunner:
             if failures:
                 log.info("claiming %s works again after %d failed attempts", self.name, failures)
                 failures = 0
-            self._worker.slots.claimed(self.name, free, len(leases))
             # Any claim that leased something may have left more: a tenant-first claim comes
             # back short when a tenant it dealt jobs to had fewer (or another claimer held
             # them) while other tenants still have plenty. It can even come back empty,
             # when every tenant it dealt jobs to was dry and held by another claim: under
             # a backlog an empty claim is checked once more; two in a row say none left.
             self._recheck = not leases and self._backlog and not self._recheck
-            self._dispatch(leases, more=bool(leases) or self._recheck)
+            more = bool(leases) or self._recheck
+            self._worker.slots.claimed(self.name, free, len(leases), more=more)
+            self._dispatch(leases, more=more)
 
     def _claim(self, limit: int) -> list[Lease]:
         start = time.perf_counter()

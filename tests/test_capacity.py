@@ -215,6 +215,21 @@ def test_an_idle_queue_lends_and_gets_its_slots_back_as_borrowed_jobs_finish() -
     assert slots.held() == {"emails": 5, "reports": 3}
 
 
+def test_a_short_claim_that_expects_more_keeps_its_slots_owed() -> None:
+    """A tenant-first claim comes back short while other tenants still have plenty: the
+    claimer claims again at once, and its idle slots are not lent meanwhile."""
+    slots = Slots(Split.weighted(8, {"emails": 1, "reports": 1}), lambda q: None)
+    assert slots.take("emails", 4) == 4
+    slots.claimed("emails", 4, 1, more=True)
+    assert slots.take("reports", 8) == 4, "3 of the free slots are still owed to emails"
+    slots.claimed("reports", 4, 4)
+    assert slots.take("emails", 8) == 3
+    slots.claimed("emails", 3, 0)  # nothing left: now its idle slots are lendable
+    slots.finished("reports")
+    assert slots.take("reports", 8) == 4
+    assert slots.held() == {"emails": 1, "reports": 7}
+
+
 def test_a_claim_that_fails_gives_its_slots_back() -> None:
     slots = Slots(Split.weighted(4, {"a": 1, "b": 1}), lambda q: None)
     assert slots.take("a", 4) == 4
