@@ -74,7 +74,7 @@ class BenchConfig:
     admin_dsn: str
     jobs: int = 20_000
     workers: int = 2
-    slots: int = 16
+    slots: int = 50
     repeats: int = 3
     policies: tuple[str, ...] = ("weighted", "aging", "serial")
     churn_backlog: int = 1_000_000
