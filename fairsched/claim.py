@@ -274,8 +274,9 @@ def stack_order(stack: Sequence[Policy]) -> tuple[OrderTerm, ...]:
 
 
 @lru_cache(maxsize=128)
-def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -> sql.Composed:
-    """The claim statement of a policy stack (cached per stack and shape).
+def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -> sql.SQL:
+    """The claim statement of a policy stack (cached per stack and shape, rendered: a
+    composed statement would be rendered again at every execute, ~20 µs a claim).
 
     ``single``: the tenant-first statement of a claim of one job, which takes the one
     tenant chosen (no quota to spread) and leaves locking its share row to the charge
@@ -305,12 +306,14 @@ def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -
         "capped": sql.SQL("" if single else _CAPPED),
     }
     if not any(p.orders_tenants for p in stack):
-        return sql.SQL(_JOB_FIRST).format(**parts)
-    tail = sql.SQL(_CHARGE_ONE if single else _CHARGE_EITHER_END).format(**parts)
-    return sql.SQL(_TENANT_FIRST).format(charge_and_move=tail, **parts)
+        statement = sql.SQL(_JOB_FIRST).format(**parts)
+    else:
+        tail = sql.SQL(_CHARGE_ONE if single else _CHARGE_EITHER_END).format(**parts)
+        statement = sql.SQL(_TENANT_FIRST).format(charge_and_move=tail, **parts)
+    return sql.SQL(statement.as_string(None))
 
 
-def claim_statement(names: Sequence[str], params: Mapping[str, object]) -> sql.Composed:
+def claim_statement(names: Sequence[str], params: Mapping[str, object]) -> sql.SQL:
     """The statement a stack's claim with ``params`` (:func:`claim_params`) runs."""
     return compose_claim(tuple(names), single=params["limit"] == 1)
 
