@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.pq import Format
 
 from fairsched import Client, FailureKind, JobSpec, PermanentError, QueueSettings
 from fairsched.errors import InvalidInput, JobNotFound, PayloadTooLarge, UnknownQueue
-from fairsched.lease import lease_row
+from fairsched.lease import Lease, lease_row
+from fairsched.sql import QUERIES
 
 
 def status_of(db: psycopg.Connection, job_id: int) -> str:
@@ -81,6 +83,29 @@ def test_complete_is_fenced_and_audited(client: Client, db: psycopg.Connection) 
         (job_id,),
     ).fetchone()
     assert stale == (1,)
+
+
+def completion_wal_records(db: psycopg.Connection, leases: list[Lease]) -> int:
+    """WAL records one completion of ``leases`` writes (run, measured, rolled back)."""
+    params = {"ids": [x.id for x in leases], "tokens": [x.token for x in leases], "owner": leases[0].owner}
+    explain = sql.SQL("EXPLAIN (ANALYZE, WAL, FORMAT JSON) {}").format(sql.SQL(QUERIES["leases_complete"]))
+    with db.transaction(force_rollback=True):
+        row = db.execute(explain, params).fetchone()
+    assert row is not None
+    return int(row[0][0]["Plan"]["WAL Records"])
+
+
+def test_a_completion_locks_no_row_before_updating_it(client: Client, db: psycopg.Connection) -> None:
+    """Per job, a completion writes the row's new version, its primary-key entry and, when
+    the new version goes to another page, a lock on the old one while it finds room:
+    fewer than three WAL records. A BEFORE ROW trigger on the jobs would add a tuple lock
+    for every row updated (migrations/053_jobs_succeeded_unchanged_after_update.sql)."""
+    client.declare_queue("q", QueueSettings(policies=["weighted", "aging", "serial"]))
+    client.enqueue_many("q", [JobSpec({}, tenant="acme") for _ in range(60)])
+    leases = client.claim("q", owner="w1", limit=60)
+    assert len(leases) == 60
+    few, many = completion_wal_records(db, leases[:10]), completion_wal_records(db, leases)
+    assert (many - few) / 50 < 3, f"{few} records for 10 jobs, {many} for 60"
 
 
 def test_stale_owner_cannot_complete_after_reclaim(client: Client, db: psycopg.Connection) -> None:
