@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -309,6 +311,39 @@ def test_statistics_that_hide_a_backlog_are_refreshed_before_claims_sort_it(fres
         for plan in session_claim_plans(fresh_db, ("fifo",), 10):
             assert_index_ordered(plan, ("fifo",), 10)
         assert not statistics_refresh(conn), "the statistics know the backlog: nothing to do"
+
+
+ID_HISTOGRAM_BOUNDS = """SELECT array_length(histogram_bounds::text::text[], 1) FROM pg_stats
+ WHERE schemaname = 'fairsched' AND tablename = 'jobs' AND attname = 'id'"""
+
+ANALYZE_COUNT = "SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'fairsched.jobs'::regclass"
+
+
+def test_workers_started_together_analyze_a_hidden_backlog_once_on_a_small_sample(fresh_db: str) -> None:
+    """Every worker's head keeper checks the statistics when it starts: of refreshes that
+    find the same hidden backlog at once, one analyzes (the others take ANALYZE's lock
+    after it and find the backlog known), and it samples at statistics target 10."""
+    with Client(fresh_db) as client:
+        client.declare_queue("big", QueueSettings())
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        conn.execute("ALTER TABLE fairsched.jobs SET (autovacuum_enabled = false)")  # its lock or its ANALYZE
+        conn.execute(PENDING_FILL, {"jobs": 40_000})
+        before = conn.execute(ANALYZE_COUNT).fetchone()
+        barrier = threading.Barrier(6)
+
+        def refresh(_: int) -> bool:
+            with psycopg.connect(fresh_db, autocommit=True) as own:
+                barrier.wait()
+                return statistics_refresh(own)
+
+        with ThreadPoolExecutor(6) as pool:
+            ran = list(pool.map(refresh, range(6)))
+        assert sum(ran) == 1, ran
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        after = conn.execute(ANALYZE_COUNT).fetchone()
+        assert before is not None and after == (before[0] + 1,)
+        bounds = conn.execute(ID_HISTOGRAM_BOUNDS).fetchone()
+        assert bounds is not None and 2 <= bounds[0] <= 11, "a histogram of at most 10 buckets"
 
 
 def test_the_head_keeper_refreshes_statistics_when_it_starts(fresh_db: str) -> None:
