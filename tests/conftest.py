@@ -78,9 +78,28 @@ def template_db(server_dsn: str) -> str:
                         sql.Identifier(building), sql.Identifier(name)
                     )
                 )
+                stale_templates_drop(admin, keep=name)
         finally:
             admin.execute("SELECT pg_advisory_unlock(4242)")
     return name
+
+
+def stale_templates_drop(admin: psycopg.Connection, *, keep: str) -> None:
+    """Drop the templates of other migration sets: each change to ``migrations/`` would
+    otherwise leave one behind on the server. A template another session is copying
+    right now stays (its copy holds a lock the drop would wait for)."""
+    stale = admin.execute(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'fairsched\\_tpl\\_%%' AND datname <> %s",
+        (keep,),
+    ).fetchall()
+    for (name,) in stale:
+        try:
+            admin.execute("SET lock_timeout = '1s'")
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        except (psycopg.errors.ObjectInUse, psycopg.errors.LockNotAvailable):
+            continue
+        finally:
+            admin.execute("RESET lock_timeout")
 
 
 @pytest.fixture

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
 from cli_support import cli, one_error_line
+from psycopg import sql
 
 from fairsched.errors import DatabaseError, MigrationError
 from fairsched.migrate import load_migrations, migrate
+from tests.conftest import stale_templates_drop, with_database
 
 
 def applied(dsn: str) -> list[tuple[str, str]]:
@@ -160,3 +163,26 @@ def test_success_rows_written_before_045_become_their_jobs_rows(empty_db: str, t
         ).fetchall()
     assert log == [(1, "retrying")]
     assert view == [(1, 1, "w1", "retrying"), (2, 2, "w2", "succeeded")]
+
+
+def test_test_templates_of_other_migrations_are_dropped_unless_in_use(
+    server_dsn: str, template_db: str
+) -> None:
+    """The test fixtures keep one migrated template per server: the one of these
+    migrations. Others go when a new one is built; one still open stays."""
+    stale, busy = (f"fairsched_tpl_{uuid.uuid4().hex[:12]}" for _ in range(2))
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        for name in (stale, busy):
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            with psycopg.connect(with_database(server_dsn, busy)):
+                stale_templates_drop(admin, keep=template_db)
+            left = {
+                name
+                for (name,) in admin.execute(
+                    "SELECT datname FROM pg_database WHERE datname = ANY (%s)", ([stale, busy, template_db],)
+                )
+            }
+            assert left == {busy, template_db}
+        finally:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(busy)))
