@@ -13,6 +13,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import psycopg
@@ -92,14 +93,13 @@ def stale_templates_drop(admin: psycopg.Connection, *, keep: str) -> None:
         "SELECT datname FROM pg_database WHERE datname LIKE 'fairsched\\_tpl\\_%%' AND datname <> %s",
         (keep,),
     ).fetchall()
-    for (name,) in stale:
-        try:
-            admin.execute("SET lock_timeout = '1s'")
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-        except (psycopg.errors.ObjectInUse, psycopg.errors.LockNotAvailable):
-            continue
-        finally:
-            admin.execute("RESET lock_timeout")
+    admin.execute("SET lock_timeout = '1s'")
+    try:
+        for (name,) in stale:
+            with suppress(psycopg.errors.ObjectInUse, psycopg.errors.LockNotAvailable):
+                admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    finally:
+        admin.execute("RESET lock_timeout")
 
 
 @pytest.fixture
