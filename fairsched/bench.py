@@ -28,9 +28,10 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from fairsched import claimbench, peers
+from fairsched import claimbench, commitprobe, peers
 from fairsched.claim import jobs_claim
 from fairsched.client import Client
+from fairsched.commitprobe import Commit, commit_probe
 from fairsched.cputime import CpuMeter, local_backends
 from fairsched.enqueue import JobSpec
 from fairsched.errors import InvalidInput
@@ -228,12 +229,16 @@ def enqueue_jobs(client: Client, specs: Sequence[JobSpec], batch: int = 1000) ->
         client.enqueue_many(QUEUE, specs[start : start + batch])
 
 
+def nearest_rank(count: int, q: float) -> int:
+    """The index, in ``count`` sorted values, of their ``q`` quantile (0..1) by nearest rank."""
+    return min(count - 1, max(0, round(q * count) - 1))
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q`` quantile (0..1) by nearest rank."""
     if not values:
         return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+    return sorted(values)[nearest_rank(len(values), q)]
 
 
 # -- scenario: end-to-end no-op throughput -----------------------------------
@@ -451,31 +456,56 @@ def scenario_e2e(cfg: BenchConfig, figures: list[Figure]) -> None:
 @dataclass(frozen=True)
 class NoisyRun:
     """Every started job's wait per tenant, the flooding tenant's throughput over the window,
-    and how many of its jobs had not started when the window ended, in one run."""
+    and how many of its jobs had not started when the window ended, in one run; with the
+    small tenants' waits as spans on the database's clock and the commit probe's commits
+    (fairsched's runs only)."""
 
     tenant_waits: dict[str, list[float]]
     big_rate: float
     big_left: int
+    small_spans: list[tuple[float, float]] = field(default_factory=list)
+    commits: Sequence[Commit] = ()
 
     @property
     def small_waits(self) -> list[float]:
         """The waits of the small tenants' jobs."""
         return [w for tenant, waits in self.tenant_waits.items() if tenant != BIG for w in waits]
 
+    @property
+    def tail_stalled(self) -> float:
+        """Of the small tenants' waits from their p99's rank up (the waits that make the
+        p99), the share that overlapped a stalled commit of the probe."""
+        if not self.small_spans:
+            return float("nan")
+        by_wait = sorted(self.small_spans, key=lambda span: span[1] - span[0])
+        tail = by_wait[nearest_rank(len(by_wait), 0.99) :]
+        stalled = commitprobe.stalls(self.commits)
+        return sum(commitprobe.overlapping(span, stalled) for span in tail) / len(tail)
+
     @classmethod
-    def of(cls, jobs: Iterable[Sequence[Any]], window: tuple[float, float], flood: int) -> NoisyRun:
+    def of(
+        cls,
+        jobs: Iterable[Sequence[Any]],
+        window: tuple[float, float],
+        flood: int,
+        commits: Sequence[Commit] = (),
+    ) -> NoisyRun:
         """From each started job's ``(tenant, wait, started at)`` (seconds; epoch seconds),
-        the window's start and end, and how many flood jobs were queued."""
+        the window's start and end, how many flood jobs were queued, and the commit
+        probe's commits."""
         start, end = window
         waits: dict[str, list[float]] = {}
         big_starts: list[float] = []
+        small_spans: list[tuple[float, float]] = []
         for tenant, wait, at in jobs:
             waits.setdefault(tenant, []).append(float(wait))
             if tenant == BIG:
                 big_starts.append(float(at))
+            else:
+                small_spans.append((float(at) - float(wait), float(at)))
         in_window = sum(1 for at in big_starts if start <= at <= end)
         left = flood - sum(1 for at in big_starts if at <= end)
-        return cls(waits, in_window / (end - start), left)
+        return cls(waits, in_window / (end - start), left, small_spans, tuple(commits))
 
 
 FLOOD_FACTOR = 100
@@ -534,16 +564,17 @@ def noisy_run(cfg: BenchConfig, runner: str, *, small: bool, flood: bool) -> Noi
         ):
             wait_listening(clock, cfg.workers)
             time.sleep(NOISY_SETTLE_SECONDS)  # the window leaves their start-up out
-            begin, started = time.monotonic(), db_clock(clock)
-            for i in range(per_small if small else 0):
-                client.enqueue_many(QUEUE, [JobSpec(job, tenant) for tenant in SMALL_TENANTS])
-                time.sleep(max(0.0, begin + (i + 1) / SMALL_RATE - time.monotonic()))
-            time.sleep(max(0.0, begin + cfg.noisy_seconds - time.monotonic()))
-            window_end = db_clock(clock)
-            if small:
-                wait_small_done(dsn, len(SMALL_TENANTS) * per_small)
+            with commit_probe(dsn) as commits:
+                begin, started = time.monotonic(), db_clock(clock)
+                for i in range(per_small if small else 0):
+                    client.enqueue_many(QUEUE, [JobSpec(job, tenant) for tenant in SMALL_TENANTS])
+                    time.sleep(max(0.0, begin + (i + 1) / SMALL_RATE - time.monotonic()))
+                time.sleep(max(0.0, begin + cfg.noisy_seconds - time.monotonic()))
+                window_end = db_clock(clock)
+                if small:
+                    wait_small_done(dsn, len(SMALL_TENANTS) * per_small)
         rows = figure_rows(dsn, "bench_waits", {"queue": QUEUE})
-    return NoisyRun.of(rows, (started, window_end), flood_jobs)
+    return NoisyRun.of(rows, (started, window_end), flood_jobs, commits)
 
 
 def wait_listening(conn: psycopg.Connection, workers: int, timeout: float = 120.0) -> None:
@@ -626,12 +657,49 @@ class NoisyFigures:
         self.big_left.samples.append(alone.big_left)
 
 
+@dataclass
+class StallFigures:
+    """What the commit probe met in fairsched's phases without and with the flood: the
+    probe commits' p99 and slowest, and the share of the small tenants' top 1% waits that
+    overlapped a commit of :data:`commitprobe.STALL_SECONDS` or longer."""
+
+    p99: dict[str, Figure]
+    slowest: dict[str, Figure]
+    tail_stalled: dict[str, Figure]
+
+    @classmethod
+    def of(cls) -> StallFigures:
+        stall_ms = f"{commitprobe.STALL_SECONDS * 1000:.0f} ms"
+
+        def per_phase(name: str, unit: str) -> dict[str, Figure]:
+            return {when: Figure("noisy", f"{name}, {when}", unit) for when in ("no flood", "flood")}
+
+        return cls(
+            per_phase("commit probe p99", "s"),
+            per_phase("commit probe slowest", "s"),
+            per_phase(f"small tenants' top 1% waits met a commit over {stall_ms}", "share"),
+        )
+
+    def add(self, base: NoisyRun, mixed: NoisyRun) -> None:
+        for when, run in (("no flood", base), ("flood", mixed)):
+            latencies = [c.seconds for c in run.commits]
+            self.p99[when].samples.append(percentile(latencies, 0.99))
+            self.slowest[when].samples.append(max(latencies, default=float("nan")))
+            self.tail_stalled[when].samples.append(run.tail_stalled)
+
+    def figures(self) -> list[Figure]:
+        return [fig for group in (self.p99, self.slowest, self.tail_stalled) for fig in group.values()]
+
+
 def scenario_noisy(cfg: BenchConfig, figures: list[Figure], plots: dict[str, Any]) -> None:
     """(4) and (7): small tenants' p50/p99 wait with and without one tenant flooding 100x
     their volume, and the flooding tenant's throughput during the flood vs alone (work
-    conservation); on fairsched, then on each peer installed, in every repeat."""
+    conservation); on fairsched, then on each peer installed, in every repeat. Beside
+    fairsched's phases a commit probe records the server's commit latency, so that a tail
+    made by stalled WAL flushes shows as such."""
     runners = ["fairsched", *(name for name, found in peers.peers_available().items() if found)]
     figs = {runner: NoisyFigures.of(runner) for runner in runners}
+    stalls = StallFigures.of()
     for _ in range(cfg.repeats):
         for runner in runners:
             base = noisy_run(cfg, runner, small=True, flood=False)
@@ -639,8 +707,10 @@ def scenario_noisy(cfg: BenchConfig, figures: list[Figure], plots: dict[str, Any
             alone = noisy_run(cfg, runner, small=False, flood=True)
             figs[runner].add(base, mixed, alone)
             if runner == "fairsched":
+                stalls.add(base, mixed)
                 plots["noisy_waits"] = {"no flood": base.tenant_waits, "flood": mixed.tenant_waits}
     figures.extend(fig for group in figs.values() for fig in vars(group).values())
+    figures.extend(stalls.figures())
 
 
 # -- scenario: weighted shares ------------------------------------------------

@@ -140,6 +140,13 @@ def test_bench_claims_backlog_noisy_and_shares_report_their_figures_and_charts(
         # over the window (which a flood drained early would show), and the small tenants
         # compete with it throughout.
         assert figures[f"{prefix}flood jobs unclaimed when the window ended, alone"]["median"] > 0, prefix
+    # Beside fairsched's phases, the commit probe's latency and how much of the small
+    # tenants' tail overlapped its stalls.
+    for when in ("no flood", "flood"):
+        p99, slowest = (figures[f"commit probe {what}, {when}"]["median"] for what in ("p99", "slowest"))
+        assert 0 < p99 <= slowest, (when, p99, slowest)
+        stalled = figures[f"small tenants' top 1% waits met a commit over 20 ms, {when}"]
+        assert 0 <= stalled["median"] <= 1 and stalled["unit"] == "share", stalled
     # (5) weights 1:2:5 under saturation: each tenant near its entitlement (fifo would give
     # the first 400 claims to w1, whose jobs were queued first)
     shares = {t: figures[f"tenant {t} share (entitled {e:.1f}%)"]["median"] for t, e in ENTITLED.items()}

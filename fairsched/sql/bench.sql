@@ -49,3 +49,13 @@ UPDATE bench_plain.jobs AS j
   FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS t(id, token)
  WHERE j.id = t.id AND j.status = 'running' AND j.lease_owner = %(owner)s
    AND j.lease_token = t.token AND j.lease_expires_at > now()
+
+-- name: commit_probe_install
+-- The commit probe's one row (fairsched.commitprobe), in a schema of its own.
+CREATE SCHEMA IF NOT EXISTS bench_probe;
+CREATE TABLE IF NOT EXISTS bench_probe.commits (id integer PRIMARY KEY, n bigint NOT NULL);
+INSERT INTO bench_probe.commits VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+
+-- name: commit_probe
+-- One durable write: its commit waits for the WAL flush like every other commit.
+UPDATE bench_probe.commits SET n = n + 1 WHERE id = 1
