@@ -43,8 +43,10 @@ class Commit:
 @contextmanager
 def commit_probe(dsn: str, interval: float = PROBE_INTERVAL) -> Iterator[list[Commit]]:
     """Commit one row update every ``interval`` seconds until the block ends; the list
-    yielded fills with each :class:`Commit` as it returns."""
+    yielded fills with each :class:`Commit` as it returns. A probe that failed raises
+    its error when the block ends, rather than leave its figures short."""
     commits: list[Commit] = []
+    failed: list[psycopg.Error] = []
     stop = threading.Event()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(QUERIES["commit_probe_install"])
@@ -55,7 +57,11 @@ def commit_probe(dsn: str, interval: float = PROBE_INTERVAL) -> Iterator[list[Co
         def loop() -> None:
             while not stop.wait(interval):
                 sent = time.perf_counter()
-                conn.execute(QUERIES["commit_probe"])
+                try:
+                    conn.execute(QUERIES["commit_probe"])
+                except psycopg.Error as error:
+                    failed.append(error)
+                    return
                 commits.append(Commit(sent + offset, time.perf_counter() - sent))
 
         thread = threading.Thread(target=loop, name="commit-probe", daemon=True)
@@ -65,6 +71,8 @@ def commit_probe(dsn: str, interval: float = PROBE_INTERVAL) -> Iterator[list[Co
         finally:
             stop.set()
             thread.join()
+        if failed:
+            raise failed[0]
 
 
 def stalls(commits: Sequence[Commit], threshold: float = STALL_SECONDS) -> list[Commit]:

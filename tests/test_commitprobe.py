@@ -36,6 +36,22 @@ def test_a_commit_held_up_on_the_server_is_recorded_as_a_stall_when_it_happened(
     assert [c.at for c in commits] == sorted(c.at for c in commits)
 
 
+def test_a_probe_whose_connection_was_terminated_raises_when_its_block_ends(empty_db: str) -> None:
+    # The probe's error surfaces as its block ends.
+    with (
+        pytest.raises(psycopg.OperationalError),
+        commit_probe(empty_db, interval=0.005) as commits,
+        psycopg.connect(empty_db) as admin,
+    ):
+        time.sleep(0.05)
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        time.sleep(0.1)
+    assert commits, "the probe committed before its connection was terminated"
+
+
 def test_overlapping_counts_a_span_that_touches_a_commit() -> None:
     commit = Commit(at=10.0, seconds=0.5)
     assert overlapping((9.0, 10.0), [commit])
