@@ -31,7 +31,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from fairsched import claimbench, commitprobe, peers
 from fairsched.claim import jobs_claim
 from fairsched.client import Client
-from fairsched.commitprobe import Commit, commit_probe
+from fairsched.commitprobe import Commit, commit_probe, db_clock
 from fairsched.cputime import CpuMeter, local_backends
 from fairsched.enqueue import JobSpec
 from fairsched.errors import InvalidInput
@@ -588,12 +588,6 @@ def wait_listening(conn: psycopg.Connection, workers: int, timeout: float = 120.
         timeout=timeout,
         what=f"{workers} workers were not listening",
     )
-
-
-def db_clock(conn: psycopg.Connection) -> float:
-    """The database's clock, in epoch seconds: the jobs' timestamps are read on it."""
-    ((now,),) = conn.execute(QUERIES["bench_clock"]).fetchall()
-    return float(now)
 
 
 def wait_small_done(dsn: str, target: int, timeout: float = 300.0) -> None:

@@ -40,6 +40,13 @@ class Commit:
         return self.at + self.seconds
 
 
+def db_clock(conn: psycopg.Connection) -> float:
+    """The database's clock, in epoch seconds: the jobs' timestamps and the probe's
+    commits are read on it."""
+    ((now,),) = conn.execute(QUERIES["bench_clock"]).fetchall()
+    return float(now)
+
+
 @contextmanager
 def commit_probe(dsn: str, interval: float = PROBE_INTERVAL) -> Iterator[list[Commit]]:
     """Commit one row update every ``interval`` seconds until the block ends; the list
@@ -51,8 +58,8 @@ def commit_probe(dsn: str, interval: float = PROBE_INTERVAL) -> Iterator[list[Co
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(QUERIES["commit_probe_install"])
         sent = time.perf_counter()
-        ((now,),) = conn.execute(QUERIES["bench_clock"]).fetchall()
-        offset = float(now) - (sent + time.perf_counter()) / 2  # perf_counter -> database clock
+        now = db_clock(conn)
+        offset = now - (sent + time.perf_counter()) / 2  # perf_counter -> database clock
 
         def loop() -> None:
             while not stop.wait(interval):

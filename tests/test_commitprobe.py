@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from fairsched.bench import NoisyRun
-from fairsched.commitprobe import STALL_SECONDS, Commit, commit_probe, overlapping, stalls
+from fairsched.commitprobe import STALL_SECONDS, Commit, commit_probe, db_clock, overlapping, stalls
 
 
 def test_a_commit_held_up_on_the_server_is_recorded_as_a_stall_when_it_happened(empty_db: str) -> None:
@@ -19,9 +19,9 @@ def test_a_commit_held_up_on_the_server_is_recorded_as_a_stall_when_it_happened(
         # The probe's next commit waits for this row lock as a commit waits for a
         # stalled WAL flush: the client sees one slow round trip.
         blocker.execute("SELECT n FROM bench_probe.commits WHERE id = 1 FOR UPDATE")
-        ((held_from,),) = blocker.execute("SELECT extract(epoch FROM clock_timestamp())").fetchall()
+        held_from = db_clock(blocker)
         time.sleep(hold)
-        ((held_to,),) = blocker.execute("SELECT extract(epoch FROM clock_timestamp())").fetchall()
+        held_to = db_clock(blocker)
         blocker.rollback()
         time.sleep(0.1)
     slow = stalls(commits)
@@ -29,8 +29,7 @@ def test_a_commit_held_up_on_the_server_is_recorded_as_a_stall_when_it_happened(
     (stall,) = slow
     assert stall.seconds >= hold * 0.8
     # On the database's clock, the stalled commit spans the time the row was held.
-    held = (float(held_from), float(held_to))
-    assert stall.at <= held[0] + 0.05 and stall.end >= held[1] - 0.05, (stall, held)
+    assert stall.at <= held_from + 0.05 and stall.end >= held_to - 0.05, (stall, held_from, held_to)
     quick = [c for c in commits if c is not stall]
     assert len(quick) >= 10 and all(c.seconds < STALL_SECONDS for c in quick)
     assert [c.at for c in commits] == sorted(c.at for c in commits)
