@@ -1,8 +1,8 @@
 """fairsched: a multi-tenant, fair job scheduler on PostgreSQL."""
 
-from fairsched.app import App, Job
 from fairsched.client import Client
-from fairsched.enqueue import JobSpec
+from fairsched.engine.enqueue import JobSpec
+from fairsched.engine.lease import FailureKind, Lease
 from fairsched.errors import (
     ConfigError,
     FairschedError,
@@ -12,8 +12,8 @@ from fairsched.errors import (
     RetryableError,
     UnknownQueue,
 )
-from fairsched.lease import FailureKind, Lease
 from fairsched.settings import QueueSettings, Settings, load_settings
+from fairsched.worker.app import App, Job
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,5 @@
 """``python -m fairsched`` runs the command line."""
 
-from fairsched.cli import main
+from fairsched.cli.main import main
 
 main()

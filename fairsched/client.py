@@ -10,15 +10,16 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from fairsched import claim as claim_mod
-from fairsched import claimheads, dead, enqueue, policy, recovery, retry
-from fairsched import lease as lease_ops
-from fairsched.configsync import queues_declare
-from fairsched.db import connect, make_pool, operation, translate
-from fairsched.enqueue import JobSpec
+from fairsched.config.sync import queues_declare
+from fairsched.db.connection import connect, make_pool, operation, translate
+from fairsched.db.migrate import migrate
+from fairsched.engine import claim as claim_mod
+from fairsched.engine import claimheads, dead, enqueue, recovery, retry
+from fairsched.engine import lease as lease_ops
+from fairsched.engine.enqueue import JobSpec
+from fairsched.engine.lease import FailureKind, Lease
 from fairsched.errors import DatabaseError, InvalidInput
-from fairsched.lease import FailureKind, Lease
-from fairsched.migrate import migrate
+from fairsched.policy import registry as policy
 from fairsched.settings import QueueSettings, Settings, load_settings
 
 T = TypeVar("T")
@@ -45,7 +46,7 @@ class Client:
         settings = settings or load_settings(config)
         dsn = settings.database_url
         if dsn is None:
-            from fairsched.embedded import embedded_dsn
+            from fairsched.db.embedded import embedded_dsn
 
             dsn = embedded_dsn(settings.data_dir)
         return cls(dsn, settings=settings)
@@ -64,7 +65,7 @@ class Client:
         """The pool, opened on first use; a failed open leaves fresh pools for the next try.
 
         Claims run on a pool of their own (claim sessions, see
-        :func:`fairsched.claim.claim_session_configure`, unless ``prepare_threshold`` is
+        :func:`fairsched.engine.claim.claim_session_configure`, unless ``prepare_threshold`` is
         unset), opened with this one; its connections are made as claims need them.
         """
         if not self._opened:
@@ -82,7 +83,7 @@ class Client:
 
     @property
     def claim_pool(self) -> ConnectionPool:
-        """The pool claims run on: claim sessions (:func:`fairsched.claim.claim_session_configure`)."""
+        """The pool claims run on: claim sessions (:func:`fairsched.engine.claim.claim_session_configure`)."""
         self.pool  # noqa: B018 - opens both pools, or fails now
         return self._claim_pool
 

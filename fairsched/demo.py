@@ -32,16 +32,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fairsched.app import App, Job
 from fairsched.client import Client
-from fairsched.db import redact
-from fairsched.embedded import default_data_dir
-from fairsched.enqueue import JobSpec
+from fairsched.db.connection import redact
+from fairsched.db.embedded import default_data_dir
+from fairsched.db.sql import QUERIES
+from fairsched.engine.enqueue import JobSpec
 from fairsched.errors import FairschedError, InvalidInput, PermanentError, RetryableError
-from fairsched.listener import APPLICATION_NAME as LISTENER_NAME
-from fairsched.policy import resolve
+from fairsched.policy.registry import resolve
 from fairsched.settings import QueueSettings, Settings, TenantSettings
-from fairsched.sql import QUERIES
+from fairsched.worker.app import App, Job
+from fairsched.worker.listener import APPLICATION_NAME as LISTENER_NAME
 
 QUEUE = "demo"
 FLOOD_TENANT = "bigco"
@@ -249,7 +249,7 @@ def worker_processes(dsn: str, plan: DemoPlan, settings: Settings) -> Iterator[l
     ran = False
     try:
         for i in range(plan.workers):
-            command = [sys.executable, "-m", "fairsched.cli", "worker", "--app", "fairsched.demo:app"]
+            command = [sys.executable, "-m", "fairsched.cli.main", "worker", "--app", "fairsched.demo:app"]
             command += ["--queue", f"{QUEUE}={plan.slots}", "--owner", f"demo-{os.getpid()}-{i + 1}"]
             with (logs / f"worker-{i + 1}.log").open("wb") as log:
                 procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))

@@ -28,12 +28,12 @@ import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fairsched.client import Client
-from fairsched.enqueue import JobSpec
+from fairsched.db.sql import QUERIES
+from fairsched.engine.enqueue import JobSpec
+from fairsched.engine.lease import Lease
 from fairsched.errors import ConfigError, InvalidInput
-from fairsched.lease import Lease
-from fairsched.policy import resolve
+from fairsched.policy.registry import resolve
 from fairsched.settings import QueueSettings, TenantSettings, describe_validation_error
-from fairsched.sql import QUERIES
 
 OWNER = "fairsched-simulate"
 LEASE_SECONDS = 86_400.0
@@ -439,7 +439,7 @@ def union_length(spans: Iterable[tuple[float, float]]) -> float:
 
 def simulate(admin_dsn: str, plans: Mapping[str, Plan]) -> dict[str, Outcome]:
     """Replay each named plan on its own queue of one scratch database (dropped after)."""
-    from fairsched.bench import scratch_db
+    from bench.bench import scratch_db
 
     outcomes: dict[str, Outcome] = {}
     with scratch_db(admin_dsn) as dsn, Client(dsn) as client:

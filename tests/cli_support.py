@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner, Result
 
-from fairsched.cli import app
+from fairsched.cli.main import app
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_CONFIG = REPO / "config" / "fairsched.toml"
@@ -35,7 +35,7 @@ def cli_process(
     full = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSCHED_")}
     full.update({k: v for k, v in env.items() if v is not None})
     return subprocess.run(
-        [sys.executable, "-m", "fairsched.cli", *args],
+        [sys.executable, "-m", "fairsched.cli.main", *args],
         env=full,
         capture_output=True,
         text=True,

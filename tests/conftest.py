@@ -23,7 +23,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from worker_support import Workers, running_workers
 
 from fairsched import Client, QueueSettings, Settings
-from fairsched.migrate import migrate, migrations_dir
+from fairsched.db.migrate import migrate, migrations_dir
 
 DB_PREFIX = "fairsched_test_"
 
@@ -32,7 +32,7 @@ def _server_dsn() -> str:
     url = os.environ.get("FAIRSCHED_TEST_DATABASE_URL")
     if url:
         return url
-    from fairsched.embedded import embedded_dsn
+    from fairsched.db.embedded import embedded_dsn
 
     data_dir = Path(tempfile.gettempdir()) / f"fairsched-test-pg-{os.getuid()}"
     return embedded_dsn(data_dir, database="postgres", keep_running=False)

@@ -34,7 +34,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from fairsched.migrate import migrate
+from fairsched.db.migrate import migrate
 
 PG_BIN = Path(os.environ.get("FAIRSCHED_PG_BIN", "/usr/lib/postgresql/15/bin"))
 SERVER_USER = "postgres"

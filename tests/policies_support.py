@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fairsched import Client, QueueSettings
-from fairsched.enqueue import JobSpec
-from fairsched.lease import Lease
+from fairsched.engine.enqueue import JobSpec
+from fairsched.engine.lease import Lease
 
 
 def declare(client: Client, name: str, policies: list[str], **settings: Any) -> None:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
 from fairsched import Client, JobSpec, QueueSettings, load_settings
-from fairsched.cli import app as cli_app
+from fairsched.cli.main import app as cli_app
 from fairsched.errors import ConfigError, FairschedError, InvalidInput, PayloadTooLarge, UnknownQueue
 
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fairsched.bench import parse_backlogs, short_count
-from fairsched.claimbench import STACKS
+from bench.bench import parse_backlogs, short_count
+from bench.claimbench import STACKS
 from fairsched.errors import InvalidInput
 
 ENTITLED = {"w1": 12.5, "w2": 25.0, "w5": 62.5}

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from worker_support import WorkerProcess, Workers, running_workers, wait_for
 
 from fairsched import Client, JobSpec, QueueSettings, Settings
-from fairsched.capacity import Slots, Split, entitlements, grant, parse_weighted
+from fairsched.config.capacity import Slots, Split, entitlements, grant, parse_weighted
 from fairsched.errors import InvalidInput
 
 APP = "apps.capacity:app"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from bench.claimbench import STACKS, claim_buffers_under_churn
 from fairsched import Client, QueueSettings
-from fairsched.claimbench import STACKS, claim_buffers_under_churn
 from tests.test_claim_plans import expected_indexes
 
 

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fairsched import Client, QueueSettings
-from fairsched.claim import jobs_claim
-from fairsched.sql import QUERIES
+from fairsched.db.sql import QUERIES
+from fairsched.engine.claim import jobs_claim
 
 QUEUE_NAMES = (f"h{n}" for n in itertools.count())
 

@@ -18,9 +18,7 @@ import pytest
 from psycopg import sql
 from worker_support import wait_for
 
-from fairsched import Client, QueueSettings
-from fairsched.claim import claim_params, claim_session_configure, compose_claim, jobs_claim, tenant_first
-from fairsched.claimbench import (
+from bench.claimbench import (
     STACKS,
     ClaimPlan,
     backlog_build,
@@ -29,10 +27,18 @@ from fairsched.claimbench import (
     claim_session,
     queue_policies_set,
 )
-from fairsched.claimheads import statistics_refresh
-from fairsched.enqueue import JobSpec
-from fairsched.headkeeper import HeadKeeper
-from fairsched.lease import (
+from fairsched import Client, QueueSettings
+from fairsched.db.sql import QUERIES
+from fairsched.engine.claim import (
+    claim_params,
+    claim_session_configure,
+    compose_claim,
+    jobs_claim,
+    tenant_first,
+)
+from fairsched.engine.claimheads import statistics_refresh
+from fairsched.engine.enqueue import JobSpec
+from fairsched.engine.lease import (
     Failure,
     FailureKind,
     Lease,
@@ -42,7 +48,7 @@ from fairsched.lease import (
     leases_fail,
 )
 from fairsched.settings import Settings
-from fairsched.sql import QUERIES
+from fairsched.worker.headkeeper import HeadKeeper
 from tests.conftest import with_database
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"

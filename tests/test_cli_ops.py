@@ -18,7 +18,7 @@ from policies_support import declare, fill
 from worker_support import FAIRSCHED, running_workers, wait_for, wait_listening
 
 from fairsched import Client, PermanentError
-from fairsched.enqueue import JobSpec
+from fairsched.engine.enqueue import JobSpec
 
 
 def test_tenant_weight_cap_list_and_show(client: Client, fresh_db: str) -> None:

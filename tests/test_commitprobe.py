@@ -8,8 +8,8 @@ import time
 import psycopg
 import pytest
 
-from fairsched.bench import NoisyRun
-from fairsched.commitprobe import STALL_SECONDS, Commit, commit_probe, db_clock, overlapping, stalls
+from bench.bench import NoisyRun
+from bench.commitprobe import STALL_SECONDS, Commit, commit_probe, db_clock, overlapping, stalls
 
 
 def test_a_commit_held_up_on_the_server_is_recorded_as_a_stall_when_it_happened(empty_db: str) -> None:

@@ -6,7 +6,7 @@ import os
 
 import psycopg
 
-from fairsched.cputime import CpuMeter, is_backend_of, local_backends, process_cpu_seconds
+from bench.cputime import CpuMeter, is_backend_of, local_backends, process_cpu_seconds
 
 
 def test_a_backend_is_found_by_its_database_and_its_cpu_is_counted(fresh_db: str) -> None:

@@ -24,7 +24,7 @@ def run_demo(dsn: str, *args: str) -> tuple[subprocess.CompletedProcess[str], in
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSCHED_")}
     env["FAIRSCHED_DATABASE_URL"] = dsn
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fairsched.cli", "demo", *args],
+        [sys.executable, "-m", "fairsched.cli.main", "demo", *args],
         env=env,
         cwd=REPO,
         stdout=subprocess.PIPE,

@@ -61,7 +61,7 @@ def test_migrate_starts_the_embedded_server_then_reuses_it(data_dir: Path) -> No
 def test_a_server_not_kept_running_stops_when_the_process_that_started_it_exits(data_dir: Path) -> None:
     """The test fixture's server (``keep_running=False``) is not left behind by the run."""
     code = (
-        "import sys; from pathlib import Path; from fairsched.embedded import embedded_dsn; "
+        "import sys; from pathlib import Path; from fairsched.db.embedded import embedded_dsn; "
         "print(embedded_dsn(Path(sys.argv[1]), keep_running=False))"
     )
     command = [sys.executable, "-c", code, str(data_dir)]

@@ -22,9 +22,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from fairsched import Client, FailureKind, JobSpec, QueueSettings, Settings
-from fairsched.exporter import ClusterCollector, ExporterSettings, read_snapshot
+from fairsched.db.sql import QUERIES
+from fairsched.observe.exporter import ClusterCollector, ExporterSettings, read_snapshot
 from fairsched.settings import TenantSettings
-from fairsched.sql import QUERIES
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

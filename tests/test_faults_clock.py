@@ -17,7 +17,7 @@ import psycopg
 from fault_support import ensure_tools
 from worker_support import wait_for
 
-from fairsched.soak import Soak
+from bench.soak import Soak
 
 SKEWS = {0: timedelta(hours=2), 1: timedelta(hours=-2), 2: timedelta(0)}
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -67,12 +67,12 @@ def test_workers_with_wrong_clocks_keep_leases_in_database_time(
     assert report.longest_overlap_seconds <= lease
     row = db.execute(
         "SELECT count(*), count(*) FILTER (WHERE expires_at - claimed_at <> make_interval(secs => %s))"
-        " FROM fairsched.ledger",
+        " FROM bench.ledger",
         (lease,),
     ).fetchone()
     assert row is not None and row[0] > 0 and row[1] == 0, "every lease: claim time + lease, database time"
     late = db.execute(
-        "SELECT count(*) FROM fairsched.ledger l JOIN fairsched.ledger_deaths d USING (owner)"
+        "SELECT count(*) FROM bench.ledger l JOIN fairsched.ledger_deaths d USING (owner)"
         " WHERE l.started_at > d.at"
     ).fetchone()
     assert late == (0,), "a killed worker executed nothing after its death"

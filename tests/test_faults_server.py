@@ -18,7 +18,7 @@ import pytest
 from fault_support import OwnServer, own_server
 from worker_support import wait_for
 
-from fairsched.soak import Soak, SoakResult
+from bench.soak import Soak, SoakResult
 
 WORKER_APP = "fairsched-worker"
 LISTENER_APP = "fairsched-listener"

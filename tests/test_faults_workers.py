@@ -1,4 +1,4 @@
-"""Worker processes killed and paused under load, checked with the ledger (fairsched.ledger).
+"""Worker processes killed and paused under load, checked with the ledger (bench.ledger).
 
 Each test runs real ``fairsched worker`` processes executing the soak handler,
 which records every execution (job id + lease token, database time); faults are
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psycopg
 
-from fairsched.soak import Soak, SoakResult, run_soak
+from bench.soak import Soak, SoakResult, run_soak
 
 
 def show(name: str, result: SoakResult) -> None:

@@ -8,9 +8,9 @@ from psycopg import sql
 from psycopg.pq import Format
 
 from fairsched import Client, FailureKind, JobSpec, PermanentError, QueueSettings
+from fairsched.db.sql import QUERIES
+from fairsched.engine.lease import Lease, lease_row
 from fairsched.errors import InvalidInput, JobNotFound, PayloadTooLarge, UnknownQueue
-from fairsched.lease import Lease, lease_row
-from fairsched.sql import QUERIES
 
 
 def status_of(db: psycopg.Connection, job_id: int) -> str:

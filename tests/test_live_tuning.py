@@ -19,7 +19,7 @@ from psycopg import sql
 from worker_support import Workers, wait_for
 
 from fairsched import Client, JobSpec, QueueSettings, Settings
-from fairsched.policy import STACK_TTL_SECONDS
+from fairsched.policy.registry import STACK_TTL_SECONDS
 
 CLAIMED = sql.SQL("""WITH c AS (
     SELECT j.tenant, a.claimed_at FROM fairsched.attempts a JOIN fairsched.jobs j ON j.id = a.job_id

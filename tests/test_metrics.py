@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.metrics import MetricWrapperBase
 
 from fairsched import Client, Settings, metrics
-from fairsched.exporter import ClusterCollector, ExporterSettings
+from fairsched.observe.exporter import ClusterCollector, ExporterSettings
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 SYNTHETIC = {"up"}

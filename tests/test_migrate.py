@@ -12,8 +12,8 @@ import pytest
 from cli_support import cli, one_error_line
 from psycopg import sql
 
+from fairsched.db.migrate import load_migrations, migrate
 from fairsched.errors import DatabaseError, MigrationError
-from fairsched.migrate import load_migrations, migrate
 from tests.conftest import stale_templates_drop, with_database
 
 
@@ -48,7 +48,7 @@ def test_two_processes_migrating_at_once_both_succeed(empty_db: str, tmp_path: P
         },
     )
     script = (
-        "import sys, psycopg; from pathlib import Path; from fairsched.migrate import migrate\n"
+        "import sys, psycopg; from pathlib import Path; from fairsched.db.migrate import migrate\n"
         "with psycopg.connect(sys.argv[1], autocommit=True) as c:\n"
         "    print(','.join(migrate(c, Path(sys.argv[2]))))\n"
     )
@@ -68,7 +68,7 @@ def test_two_processes_migrating_at_once_both_succeed(empty_db: str, tmp_path: P
 
 
 def test_two_cli_migrations_at_once(empty_db: str) -> None:
-    command = [sys.executable, "-m", "fairsched.cli", "migrate"]
+    command = [sys.executable, "-m", "fairsched.cli.main", "migrate"]
     env = {"FAIRSCHED_DATABASE_URL": empty_db, "PATH": "/usr/bin:/bin"}
     procs = [
         subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairsched.pacing import BURST_WINDOWS, PACE_MARGIN, Pacer
+from fairsched.worker.pacing import BURST_WINDOWS, PACE_MARGIN, Pacer
 
 WINDOW = 0.005
 

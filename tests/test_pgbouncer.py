@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from fault_support import OwnServer, PgBouncer, own_server, pgbouncer
 
+from bench.soak import Soak
 from fairsched import Client, JobSpec, Settings, load_settings
-from fairsched.soak import Soak
 
 NO_PREPARE = "off"
 """Prepared statements off, as PgBouncer's transaction pooling needs."""

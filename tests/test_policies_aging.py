@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from fairsched import Client
-from fairsched.enqueue import JobSpec
+from fairsched.engine.enqueue import JobSpec
 from tests.policies_support import declare
 
 INTERVAL = 0.25

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from fairsched import Client, QueueSettings
-from fairsched.claim import compose_claim
-from fairsched.policy import registry
+from fairsched.engine.claim import compose_claim
+from fairsched.policy.registry import registry
 from tests.worker_support import Workers, statuses, wait_for
 
 PLUGIN = Path(__file__).parent / "plugin_policy"

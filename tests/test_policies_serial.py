@@ -12,10 +12,10 @@ import psycopg
 import pytest
 
 from fairsched import Client
-from fairsched.dead import aggregate_skip, aggregate_unblock, aggregates_blocked
-from fairsched.enqueue import JobSpec
+from fairsched.engine.dead import aggregate_skip, aggregate_unblock, aggregates_blocked
+from fairsched.engine.enqueue import JobSpec
+from fairsched.engine.lease import Lease
 from fairsched.errors import InvalidInput
-from fairsched.lease import Lease
 from tests.policies_support import claim_concurrently, declare
 
 AGGREGATES, SEQS = 12, 25

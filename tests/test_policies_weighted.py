@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from psycopg import pq
 
 from fairsched import Client, JobSpec
+from fairsched.db.sql import QUERIES
+from fairsched.engine.lease import Failure, FailureKind, Lease, leases_complete, leases_fail
 from fairsched.errors import InvalidInput
-from fairsched.lease import Failure, FailureKind, Lease, leases_complete, leases_fail
-from fairsched.policy import TenantShare, tenant_share_set, tenant_shares_list
-from fairsched.sql import QUERIES
+from fairsched.policy.registry import TenantShare, tenant_share_set, tenant_shares_list
 from tests.policies_support import claim_concurrently, declare, fill, shares
 
 
@@ -367,7 +367,7 @@ def test_completions_correct_by_run_time_only_on_runtime_charged_queues(
 
 
 def _spec(tenant: str, seconds: float) -> object:
-    from fairsched.enqueue import JobSpec
+    from fairsched.engine.enqueue import JobSpec
 
     return JobSpec({"s": seconds}, tenant)
 

@@ -21,11 +21,11 @@ from typer.testing import CliRunner
 from worker_support import running_workers, wait_for
 
 from fairsched import Client, JobSpec, PermanentError, QueueSettings, Settings
-from fairsched.cli import app as cli_app
-from fairsched.db import connect
+from fairsched.cli.main import app as cli_app
+from fairsched.db.connection import connect
+from fairsched.db.migrate import migrations_dir
+from fairsched.db.sql import QUERIES
 from fairsched.errors import DatabaseError, DatabaseUnavailable
-from fairsched.migrate import migrations_dir
-from fairsched.sql import QUERIES
 
 ROLES = ("fairsched_producer", "fairsched_worker", "fairsched_admin")
 QUEUES = {

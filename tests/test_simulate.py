@@ -17,7 +17,7 @@ from cli_support import cli, one_error_line
 from worker_support import running_workers, wait_listening
 
 from fairsched import Client, QueueSettings
-from fairsched.enqueue import JobSpec
+from fairsched.engine.enqueue import JobSpec
 from fairsched.simulate import Scenario, arrivals, peak_concurrency, percentile, union_length
 
 SHARE_TOLERANCE = 0.05

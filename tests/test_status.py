@@ -82,9 +82,9 @@ def test_status_on_an_empty_database_lists_declared_queues(client: Client, fresh
 def test_interval_shares_are_claims_between_two_reads(
     client: Client, fresh_db: str, db: psycopg.Connection
 ) -> None:
-    from fairsched.exporter import ExporterSettings
+    from fairsched.observe.exporter import ExporterSettings
+    from fairsched.observe.status import interval_shares, read_status
     from fairsched.settings import Settings
-    from fairsched.status import interval_shares, read_status
 
     declare(client, "w", ["weighted"], tenants={"a": {"weight": 1}, "b": {"weight": 3}})
     fill(client, "w", "a", 50)

@@ -18,10 +18,10 @@ from apps.probe import create_probe_tables
 from worker_support import Workers, job_row, running_workers, statuses, wait_for, wait_listening
 
 from fairsched import Client, JobSpec, QueueSettings, Settings
-from fairsched.app import App, Job
+from fairsched.engine.lease import Lease
 from fairsched.errors import ConfigError, InvalidInput, LeaseLost
-from fairsched.lease import Lease
-from fairsched.worker import load_app, parse_queue_slots
+from fairsched.worker.app import App, Job
+from fairsched.worker.process import load_app, parse_queue_slots
 
 
 def declare(client: Client, queue: str = "probe", *, lease: float = 5, **settings: Any) -> None:
@@ -76,7 +76,7 @@ def test_load_app_rejects_bad_specs(spec: str, message: str) -> None:
 
 def test_load_app_imports_from_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "cwd_jobs_module.py").write_text(
-        "from fairsched.app import App\napp = App()\napp.handler('emails')(print)\n"
+        "from fairsched.worker.app import App\napp = App()\napp.handler('emails')(print)\n"
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])

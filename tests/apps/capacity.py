@@ -14,7 +14,7 @@ import time
 
 import psycopg
 
-from fairsched.app import App, Job
+from fairsched.worker.app import App, Job
 
 app = App()
 _local = threading.local()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from fairsched.app import App, Job
 from fairsched.errors import RetryableError
+from fairsched.worker.app import App, Job
 
 app = App()
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import psycopg
 
-from fairsched.app import App, Job
 from fairsched.errors import LeaseLost, PermanentError, RetryableError
+from fairsched.worker.app import App, Job
 
 app = App()
 _local = threading.local()

@@ -1,0 +1,1 @@
+"""The ``fairsched`` command line: one module per command group, renderers apart."""

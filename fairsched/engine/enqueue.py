@@ -1,0 +1,223 @@
+"""Enqueue: validate jobs, then insert a batch in one statement (with NOTIFY when enabled,
+and the tenants' activation on a weighted queue)."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from fairsched.db.connection import operation
+from fairsched.db.sql import QUERIES
+from fairsched.engine.lease import aggregates_advance, tenants_activate
+from fairsched.errors import InvalidInput, PayloadTooLarge, UnknownQueue
+from fairsched.policy import BasePolicy
+from fairsched.policy.registry import queue_stack
+
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")
+MAX_TENANT_CHARS = 128
+MAX_KEY_CHARS = 256
+INT32 = 2**31 - 1
+INT64 = 2**63 - 1
+_NOW = datetime.min.replace(tzinfo=UTC)
+"""A due time that is always past: the job is claimable now."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job to enqueue."""
+
+    payload: Any
+    tenant: str
+    priority: int = 0
+    aggregate_key: str | None = None
+    aggregate_seq: int | None = None
+    run_at: datetime | None = None
+    max_attempts: int | None = None
+    idempotency_key: str | None = None
+
+
+def check_queue_name(queue: str) -> str:
+    """Refuse names that are not plain identifiers-with-punctuation."""
+    if not isinstance(queue, str) or not QUEUE_NAME.fullmatch(queue):
+        raise InvalidInput(f"invalid queue name {queue!r}: use 1-63 letters, digits, '_', '.', ':' or '-'")
+    return queue
+
+
+def check_label(kind: str, value: str, max_chars: int) -> str:
+    """Tenants, aggregate and idempotency keys: non-empty printable text, bounded."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{kind} must be a non-empty string")
+    if len(value) > max_chars:
+        raise InvalidInput(f"{kind} is {len(value)} characters; the limit is {max_chars}")
+    if any(unicodedata.category(ch) in ("Cc", "Cs", "Cn") for ch in value):
+        raise InvalidInput(f"{kind} {value[:40]!r} contains control or unassigned characters")
+    return value
+
+
+def _check_int(kind: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{kind} must be an integer in [{low}, {high}], got {value!r}")
+
+
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+"""``\\u0000`` as JSON writes a NUL: after an even number of backslashes (an odd
+number means the backslash itself was escaped and the text is literal)."""
+
+
+def encode_payload(payload: Any, max_bytes: int) -> str:
+    """The payload as JSON text, refused when not JSON or larger than ``max_bytes``."""
+    try:
+        text = json.dumps(payload, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        encoded = text.encode("utf-8")
+    except (TypeError, ValueError) as e:  # UnicodeEncodeError (lone surrogates) is a ValueError
+        raise InvalidInput(f"payload is not JSON-serialisable: {e}") from None
+    except RecursionError:
+        raise InvalidInput("payload is nested too deeply to encode") from None
+    if _ESCAPED_NUL.search(text):
+        raise InvalidInput("payload contains a NUL character, which PostgreSQL jsonb cannot store")
+    size = len(encoded)
+    if size > max_bytes:
+        raise PayloadTooLarge(f"payload is {size} bytes; the limit is {max_bytes} bytes")
+    return text
+
+
+def validate(job: JobSpec, max_payload_bytes: int) -> str:
+    """Check every field of ``job``; returns its payload as JSON text."""
+    check_label("tenant", job.tenant, MAX_TENANT_CHARS)
+    _check_int("priority", job.priority, -INT32, INT32)
+    if (job.aggregate_key is None) != (job.aggregate_seq is None):
+        raise InvalidInput("aggregate_key and aggregate_seq are given together or not at all")
+    if job.aggregate_key is not None:
+        check_label("aggregate_key", job.aggregate_key, MAX_KEY_CHARS)
+        _check_int("aggregate_seq", job.aggregate_seq, 0, INT64)
+    if job.max_attempts is not None:
+        _check_int("max_attempts", job.max_attempts, 1, 1000)
+    if job.idempotency_key is not None:
+        check_label("idempotency_key", job.idempotency_key, MAX_KEY_CHARS)
+    if job.run_at is not None and (not isinstance(job.run_at, datetime) or job.run_at.tzinfo is None):
+        raise InvalidInput("run_at must be a timezone-aware datetime")
+    return encode_payload(job.payload, max_payload_bytes)
+
+
+def jobs_enqueue(
+    conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec], *, max_payload_bytes: int
+) -> list[int]:
+    """Insert ``jobs`` on ``queue`` in one statement; one id per job, in order.
+
+    Runs on ``conn`` as it is: inside the caller's transaction when there is one.
+    """
+    check_queue_name(queue)
+    checked = list(jobs)
+    payloads = [validate(job, max_payload_bytes) for job in checked]
+    if not checked:
+        return []
+    params: dict[str, object] = {
+        "queue": queue,
+        "tenants": [j.tenant for j in checked],
+        "payloads": [Jsonb(text, dumps=_identity) for text in payloads],
+        "priorities": [j.priority for j in checked],
+        "aggregate_keys": [j.aggregate_key for j in checked],
+        "aggregate_seqs": [j.aggregate_seq for j in checked],
+        "run_ats": [j.run_at for j in checked],
+        "max_attempts": [j.max_attempts for j in checked],
+        "idempotency_keys": [j.idempotency_key for j in checked],
+    }
+    stack = queue_stack(conn, queue)
+    serial = stack.serial and any(j.aggregate_key is not None for j in checked)
+    hooked = any(type(p).on_enqueue is not BasePolicy.on_enqueue for p in stack.policies)
+    # One statement on its own, activation included, unless serial jobs must be promoted
+    # after the insert or a policy's hook runs in the enqueuing transaction.
+    params |= {"serial": serial, "activate": stack.weighted and not serial}
+    with conn.transaction() if serial or hooked else nullcontext():
+        ids = _insert(conn, queue, checked, params, serial=serial)
+        if serial:
+            keys = sorted({(queue, j.tenant, j.aggregate_key) for j in checked if j.aggregate_key})
+            pending = [(t, due) for _id, _q, t, due in aggregates_advance(conn, keys)]
+            if stack.weighted:
+                pending += [(j.tenant, j.run_at or _NOW) for j in checked if not j.aggregate_key]
+                tenants_activate(conn, queue, [p[0] for p in pending], [p[1] for p in pending])
+        for policy in stack.policies:
+            policy.on_enqueue(conn, queue, ids)
+    return ids
+
+
+def _insert(
+    conn: psycopg.Connection,
+    queue: str,
+    checked: Sequence[JobSpec],
+    params: dict[str, Any],
+    *,
+    serial: bool,
+) -> list[int]:
+    if serial:
+        aggregates_lock(conn, queue, checked)
+    with operation("jobs_enqueue"):
+        rows = conn.execute(QUERIES["jobs_enqueue"], params).fetchall()
+        if not rows:
+            raise UnknownQueue(queue)
+        ids: list[int | None] = [row[0] for row in rows]
+        missing = [i for i, job_id in enumerate(ids) if job_id is None]
+        if missing:
+            # Keys inserted by a concurrent transaction or twice in this batch.
+            found = conn.execute(
+                QUERIES["jobs_find_by_idempotency_key"],
+                {
+                    "queue": queue,
+                    "tenants": [checked[i].tenant for i in missing],
+                    "idempotency_keys": [checked[i].idempotency_key for i in missing],
+                },
+            ).fetchall()
+            for ord_, job_id in found:
+                ids[missing[ord_ - 1]] = job_id
+    if any(job_id is None for job_id in ids):
+        raise InvalidInput("an idempotency key collided with a job that is not visible yet; retry")
+    return [job_id for job_id in ids if job_id is not None]
+
+
+def aggregates_lock(conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec]) -> None:
+    """Lock the aggregates of a serial batch and refuse sequence numbers that ran or exist."""
+    serial = [j for j in jobs if j.aggregate_key is not None]
+    seen: set[tuple[str, str, int | None]] = set()
+    for job in serial:
+        key = (job.tenant, job.aggregate_key or "", job.aggregate_seq)
+        if key in seen:
+            raise InvalidInput(
+                f"aggregate {job.aggregate_key!r} of tenant {job.tenant!r}: "
+                f"sequence number {job.aggregate_seq} appears twice in one batch"
+            )
+        seen.add(key)
+    arrays = {
+        "queue": queue,
+        "tenants": [j.tenant for j in serial],
+        "keys": [j.aggregate_key for j in serial],
+        "seqs": [j.aggregate_seq for j in serial],
+    }
+    with operation("aggregates_lock"):
+        rows = conn.execute(QUERIES["aggregates_lock"], arrays).fetchall()
+        next_seq = {(tenant, key): seq for tenant, key, seq in rows}
+        for job in serial:
+            expected = next_seq[(job.tenant, job.aggregate_key or "")]
+            if job.aggregate_seq is not None and job.aggregate_seq < expected:
+                raise InvalidInput(
+                    f"aggregate {job.aggregate_key!r} of tenant {job.tenant!r} is already past "
+                    f"sequence number {job.aggregate_seq} (next is {expected}): it ran or was skipped"
+                )
+        taken = conn.execute(QUERIES["aggregates_seq_taken"], arrays).fetchall()
+    if taken:
+        tenant, key, seq = taken[0]
+        raise InvalidInput(
+            f"aggregate {key!r} of tenant {tenant!r} already has a job with sequence number {seq}"
+        )
+
+
+def _identity(text: str) -> str:
+    return text

@@ -1,0 +1,200 @@
+"""What ``fairsched status`` and ``fairsched top`` show: queues, tenants, shares, dead, blocked.
+
+One read is the exporter's snapshot (:func:`fairsched.observe.exporter.read_snapshot`,
+bounded per-scrape statements) plus the queues' stacks and the share
+denominators. Tenants per queue are bounded the way the exporter bounds them:
+the tenants with the oldest claimable work (and the configured ones) by name,
+the rest summed up as ``other``.
+
+Shares: ``entitled`` is a tenant's weight over the weights of the active
+tenants (an equal split without the weighted policy); ``share`` is its part of
+the claims counted by the weighted policy — since the share row exists in
+``status``, over the last refresh interval in ``top`` (:func:`interval_shares`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from fairsched.db.connection import operation
+from fairsched.db.sql import QUERIES
+from fairsched.engine.dead import BlockedAggregate, aggregates_blocked
+from fairsched.errors import InvalidInput
+from fairsched.metrics import OTHER_TENANT
+from fairsched.observe.exporter import ExporterSettings, declared_tenants, read_snapshot
+from fairsched.settings import Settings
+
+BLOCKED_SHOWN = 20
+"""Blocked aggregates listed by ``status`` (the count per queue is always complete)."""
+
+
+@dataclass
+class TenantStatus:
+    """One tenant (or ``other``) of a queue."""
+
+    tenant: str
+    weight: float | None
+    running: int
+    oldest_claimable_age_seconds: float
+    claimed_total: int | None
+    share: float | None
+    entitled: float
+
+
+@dataclass
+class QueueStatus:
+    """One queue."""
+
+    name: str
+    policies: list[str]
+    claimable: int
+    running: int
+    oldest_claimable_age_seconds: float
+    dead: int
+    oldest_dead_age_seconds: float
+    blocked_aggregates: int
+    gap_waiting_aggregates: int
+    starving_tenants: int
+    claimed_total: int
+    tenants: list[TenantStatus] = field(default_factory=list)
+
+
+@dataclass
+class Status:
+    """Everything one ``status`` read found, at database time ``now``."""
+
+    now: datetime
+    starving_after_seconds: float
+    queues: list[QueueStatus]
+    blocked: list[BlockedAggregate]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def read_status(conn: psycopg.Connection, settings: Settings, limits: ExporterSettings) -> Status:
+    """Read the status of every declared queue."""
+    snapshot = read_snapshot(conn, limits, declared_tenants(settings))
+    with operation("status_read"), conn.cursor(row_factory=dict_row) as cur:
+        stacks = cur.execute(QUERIES["status_queues"]).fetchall()
+        totals = {r["queue_name"]: r for r in cur.execute(QUERIES["status_share_totals"]).fetchall()}
+    blocked = aggregates_blocked(conn)[:BLOCKED_SHOWN]
+    now = snapshot.now
+    queues = []
+    for stack in stacks:
+        name = stack["name"]
+        snap = snapshot.queues.get(name)
+        if snap is None:
+            continue
+        total = int(totals[name]["claimed"]) if name in totals else 0
+        entitled = snap.entitled_shares()
+        tenants = []
+        for tenant, row in sorted(snap.labeled.items(), key=lambda kv: (kv[0] == OTHER_TENANT, kv[0])):
+            share = snap.shares.get(tenant)
+            if tenant == OTHER_TENANT and row.running == 0 and row.oldest_available_at is None:
+                continue
+            tenants.append(
+                TenantStatus(
+                    tenant=tenant,
+                    weight=share.weight if share else None,
+                    running=row.running,
+                    oldest_claimable_age_seconds=_age(now, row.oldest_available_at),
+                    claimed_total=share.claimed_total if share else None,
+                    share=(share.claimed_total / total) if share and total else None,
+                    entitled=entitled.get(tenant, 0.0),
+                )
+            )
+        starving = sum(
+            1
+            for t in snap.tenants.values()
+            if _age(now, t.oldest_available_at) >= limits.starving_after_seconds
+        )
+        queues.append(
+            QueueStatus(
+                name=name,
+                policies=list(stack["policies"]),
+                claimable=snap.claimable,
+                running=snap.running,
+                oldest_claimable_age_seconds=_age(now, snap.oldest_available_at),
+                dead=snap.dead,
+                oldest_dead_age_seconds=_age(now, snap.oldest_dead_at),
+                blocked_aggregates=snap.blocked_aggregates,
+                gap_waiting_aggregates=snap.gap_waiting_aggregates,
+                starving_tenants=starving,
+                claimed_total=total,
+                tenants=tenants,
+            )
+        )
+    return Status(now, limits.starving_after_seconds, queues, blocked)
+
+
+def interval_shares(before: Status | None, after: Status) -> dict[tuple[str, str], float]:
+    """Each named tenant's part of the claims made between two reads, per (queue, tenant)."""
+    if before is None:
+        return {}
+    old = {(q.name, t.tenant): t.claimed_total or 0 for q in before.queues for t in q.tenants}
+    deltas: dict[tuple[str, str], int] = {}
+    for queue in after.queues:
+        for tenant in queue.tenants:
+            if tenant.claimed_total is not None:
+                key = (queue.name, tenant.tenant)
+                deltas[key] = max(0, tenant.claimed_total - old.get(key, 0))
+    sums: dict[str, int] = {}
+    for (queue_name, _tenant), n in deltas.items():
+        sums[queue_name] = sums.get(queue_name, 0) + n
+    return {key: n / sums[key[0]] for key, n in deltas.items() if sums[key[0]]}
+
+
+def _age(now: datetime, then: datetime | None) -> float:
+    return max((now - then).total_seconds(), 0.0) if then is not None else 0.0
+
+
+# -- one tenant -------------------------------------------------------------------
+
+
+def tenant_jobs(conn: psycopg.Connection, queue: str, tenant: str, *, count_limit: int) -> dict[str, Any]:
+    """One tenant's job counts on a queue and its oldest claimable job's age in seconds."""
+    params = {"queue": queue, "tenant": tenant, "count_limit": count_limit}
+    with operation("status_tenant"), conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute(QUERIES["status_tenant"], params).fetchone()
+    assert row is not None
+    now, oldest = row.pop("now"), row.pop("oldest_available_at")
+    row["oldest_claimable_age_seconds"] = _age(now, oldest)
+    return dict(row)
+
+
+_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")
+_UNITS: Mapping[str, float] = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_span(text: str) -> timedelta:
+    """``90s``, ``15m``, ``2h``, ``1.5d`` → a duration.
+
+    >>> parse_span("15m")
+    datetime.timedelta(seconds=900)
+    """
+    match = _SPAN.match(text)
+    if match is None:
+        raise InvalidInput(f"{text!r} is not a duration: use a number and s, m, h or d, e.g. 15m")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """``--since``: a duration back from ``now`` (``2h``) or an ISO 8601 time with a zone."""
+    if _SPAN.match(text):
+        return now - parse_span(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(f"--since {text!r}: give a duration (e.g. 2h) or an ISO 8601 time") from None
+    if when.tzinfo is None:
+        raise InvalidInput(f"--since {text!r} has no time zone: add one, e.g. {text}+00:00")
+    return when

@@ -1,0 +1,158 @@
+"""The policy registry (entry-point group ``fairsched.policies``) and each queue's stack,
+read from the database and cached briefly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import Any
+
+import psycopg
+
+from fairsched.db.connection import operation
+from fairsched.db.sql import QUERIES
+from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
+from fairsched.policy.interface import GROUP, Policy
+
+
+@lru_cache(maxsize=1)
+def registry() -> Mapping[str, Policy]:
+    """Every installed policy by name, loaded once from the entry points."""
+    found: dict[str, Policy] = {}
+    for ep in entry_points(group=GROUP):
+        if ep.name in found:
+            continue
+        loaded: Any = ep.load()
+        policy = loaded() if isinstance(loaded, type) else loaded
+        if not isinstance(policy, Policy):
+            raise ConfigError(f"policy entry point {ep.name!r} ({ep.value}) does not implement Policy")
+        if policy.name != ep.name:
+            raise ConfigError(f"policy entry point {ep.name!r} loads a policy named {policy.name!r}")
+        found[ep.name] = policy
+    return found
+
+
+def resolve(names: Sequence[str]) -> tuple[Policy, ...]:
+    """The policies of a stack, in order; refuses unknown names and impossible stacks."""
+    known = registry()
+    missing = [name for name in names if name not in known]
+    if missing:
+        raise ConfigError(
+            f"unknown polic{'ies' if len(missing) > 1 else 'y'} {', '.join(map(repr, missing))}; "
+            f"installed: {', '.join(sorted(known))}"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"policy stack {list(names)} names a policy twice")
+    stack = tuple(known[name] for name in names)
+    if sum(p.orders_tenants for p in stack) > 1:
+        raise ConfigError(f"policy stack {list(names)} has more than one tenant-ordering policy")
+    return stack
+
+
+@dataclass(frozen=True)
+class QueueStack:
+    """A queue's policy stack as stored in the database, with the parameters it uses."""
+
+    queue: str
+    names: tuple[str, ...]
+    aging_interval_seconds: float
+    charge: str
+    tenant_cap: int | None
+    serial_gap: str
+    serial_poison: str
+    params: Mapping[str, Any]
+    notify: bool
+
+    @property
+    def policies(self) -> tuple[Policy, ...]:
+        return resolve(self.names)
+
+    @property
+    def weighted(self) -> bool:
+        return any(p.orders_tenants for p in self.policies)
+
+    @property
+    def serial(self) -> bool:
+        return any(p.serial for p in self.policies)
+
+
+STACK_TTL_SECONDS = 1.0
+"""How long a process reuses a queue's stack before reading it again."""
+
+_stacks: dict[tuple[str, str], tuple[float, QueueStack]] = {}
+
+
+def queue_stack(conn: psycopg.Connection, queue: str) -> QueueStack:
+    """The queue's stack, read at most once per :data:`STACK_TTL_SECONDS` per database."""
+    key = (_database_of(conn), queue)
+    now = time.monotonic()
+    cached = _stacks.get(key)
+    if cached is not None and now - cached[0] < STACK_TTL_SECONDS:
+        return cached[1]
+    with operation("queue_policy_get"):
+        row = conn.execute(QUERIES["queue_policy_get"], {"name": queue}).fetchone()
+    if row is None:
+        raise UnknownQueue(queue)
+    name, names, aging, charge, cap, gap, poison, params, notify = row
+    stack = QueueStack(name, tuple(names), aging, charge, cap, gap, poison, params, notify)
+    resolve(stack.names)
+    _stacks[key] = (now, stack)
+    return stack
+
+
+def forget_stacks() -> None:
+    """Drop every cached stack (after a local change of a queue's policies)."""
+    _stacks.clear()
+
+
+def _database_of(conn: psycopg.Connection) -> str:
+    info = conn.info
+    return f"{info.host}:{info.port}/{info.dbname}"
+
+
+@dataclass(frozen=True)
+class TenantShare:
+    """A tenant's weighted-share state on one queue."""
+
+    tenant: str
+    weight: float
+    cap: int | None
+    running: int
+    active: bool
+    pass_: float
+    claimed_total: int
+    charged_total: float
+    runtime_estimate: float
+
+
+def tenant_share_set(
+    conn: psycopg.Connection,
+    queue: str,
+    tenant: str,
+    *,
+    weight: float | None = None,
+    cap: int | None = None,
+) -> None:
+    """Set a tenant's weight and/or running cap on a queue (``cap=0`` removes the cap).
+
+    Takes effect on the next claim, for the queued backlog too.
+    """
+    if weight is not None and not (isinstance(weight, int | float) and 0 < weight <= 1_000_000):
+        raise InvalidInput(f"weight must be in (0, 1000000], got {weight!r}")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+        raise InvalidInput(f"cap must be a non-negative integer (0 removes it), got {cap!r}")
+    queue_stack(conn, queue)
+    with operation("tenant_share_set"):
+        conn.execute(
+            QUERIES["tenant_share_set"], {"queue": queue, "tenant": tenant, "weight": weight, "cap": cap}
+        )
+
+
+def tenant_shares_list(conn: psycopg.Connection, queue: str) -> list[TenantShare]:
+    """Every tenant's share state on ``queue``."""
+    with operation("tenant_shares_list"):
+        rows = conn.execute(QUERIES["tenant_shares_list"], {"queue": queue}).fetchall()
+    return [TenantShare(*row) for row in rows]
