@@ -426,7 +426,7 @@ def union_length(spans: Iterable[tuple[float, float]]) -> float:
     """Total length covered by intervals.
 
     >>> union_length([(0, 2), (1, 3), (5, 6)])
-    4
+    4.0
     """
     total, end = 0.0, -math.inf
     for start, stop in sorted(spans):

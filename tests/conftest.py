@@ -26,6 +26,18 @@ from fairsched import Client, QueueSettings, Settings
 from fairsched.db.migrate import migrate, migrations_dir
 
 DB_PREFIX = "fairsched_test_"
+TIERS = ("unit", "db", "processes", "faults")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier from its folder, so ``-m db`` selects what ``tests/db``
+    holds; doctests are unit tests."""
+    for item in items:
+        folder = item.path.parent.name
+        if isinstance(item, pytest.DoctestItem):
+            item.add_marker("unit")
+        elif folder in TIERS:
+            item.add_marker(folder)
 
 
 def _server_dsn() -> str:

@@ -3,11 +3,11 @@
 Workers run the console script of this venv with a clean ``FAIRSCHED_*``
 environment, ``FAIRSCHED_DATABASE_URL`` pointing at the test database and
 ``tests/`` on ``PYTHONPATH`` so ``--app apps.probe:app`` imports. Output goes to
-a log file per worker (shown by :meth:`WorkerProcess.output` when a test fails).
+a log file per worker (shown by :meth:`WorkerProcess.output` when a test fails)::
 
->>> with Workers(dsn, tmp_path) as workers:                      # doctest: +SKIP
-...     w = workers.start({"probe": 4}, lease_grace=1)
-...     wait_for(lambda: jobs_in(db, "succeeded") == 10, "all done")
+    with Workers(dsn, tmp_path) as workers:
+        w = workers.start({"probe": 4}, lease_grace=1)
+        wait_for(lambda: jobs_in(db, "succeeded") == 10, "all done")
 """
 
 from __future__ import annotations

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from worker_support import Workers, statuses, wait_for
 
 from fairsched import Client, QueueSettings
 from fairsched.engine.claim import compose_claim
 from fairsched.policy.registry import registry
-from tests.worker_support import Workers, statuses, wait_for
 
-PLUGIN = Path(__file__).parent / "plugin_policy"
+PLUGIN = Path(__file__).resolve().parent.parent / "plugin_policy"
 
 
 @pytest.fixture

@@ -10,13 +10,13 @@ from collections import defaultdict
 
 import psycopg
 import pytest
+from policies_support import claim_concurrently, declare
 
 from fairsched import Client
 from fairsched.engine.dead import aggregate_skip, aggregate_unblock, aggregates_blocked
 from fairsched.engine.enqueue import JobSpec
 from fairsched.engine.lease import Lease
 from fairsched.errors import InvalidInput
-from tests.policies_support import claim_concurrently, declare
 
 AGGREGATES, SEQS = 12, 25
 

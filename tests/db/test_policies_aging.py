@@ -8,10 +8,10 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from policies_support import declare
 
 from fairsched import Client
 from fairsched.engine.enqueue import JobSpec
-from tests.policies_support import declare
 
 INTERVAL = 0.25
 LOW, HIGH = 0, 4

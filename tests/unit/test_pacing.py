@@ -1,5 +1,5 @@
-"""The pace of paced claims (fairsched/pacing.py); real workers pacing their claims are
-in tests/test_worker.py."""
+"""The pace of paced claims (fairsched/worker/pacing.py); real workers pacing their claims are
+in tests/processes/test_worker.py."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ from fairsched.settings import Settings
 from fairsched.worker.headkeeper import HeadKeeper
 from tests.conftest import with_database
 
-SNAPSHOTS = Path(__file__).parent / "snapshots"
+SNAPSHOTS = Path(__file__).resolve().parent.parent / "snapshots"
 
 JOB_INDEX = {"fifo": "jobs_claimable_idx", "aging": "jobs_aging_idx"}
 TENANT_JOB_INDEX = {"fifo": "jobs_tenant_fifo_idx", "aging": "jobs_tenant_aging_idx"}

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from test_claim_plans import expected_indexes
 
 from bench.claimbench import STACKS, claim_buffers_under_churn
 from fairsched import Client, QueueSettings
-from tests.test_claim_plans import expected_indexes
 
 
 @pytest.mark.parametrize("names", [("fifo",), ("weighted", "aging", "serial")], ids="+".join)

@@ -13,7 +13,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from fairsched import Client, Settings, metrics
 from fairsched.observe.exporter import ClusterCollector, ExporterSettings
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SYNTHETIC = {"up"}
 """Series Prometheus itself adds to every target."""
 

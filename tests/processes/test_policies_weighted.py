@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from policies_support import claim_concurrently, declare, fill, shares
 from psycopg import pq
 
 from fairsched import Client, JobSpec
@@ -21,7 +22,6 @@ from fairsched.db.sql import QUERIES
 from fairsched.engine.lease import Failure, FailureKind, Lease, leases_complete, leases_fail
 from fairsched.errors import InvalidInput
 from fairsched.policy.registry import TenantShare, tenant_share_set, tenant_shares_list
-from tests.policies_support import claim_concurrently, declare, fill, shares
 
 
 def test_shares_follow_weights_1_2_5_over_10k_claims(client: Client) -> None:

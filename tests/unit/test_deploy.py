@@ -13,7 +13,7 @@ import yaml
 
 from fairsched.settings import load_settings
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = DEPLOY / "kubernetes"
 
 
