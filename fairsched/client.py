@@ -28,8 +28,8 @@ T = TypeVar("T")
 class Client:
     """A handle on one fairsched database, with its own connection pool::
 
-        client = Client("postgresql://localhost/app")
-        job_id = client.enqueue("emails", {"to": "a@b"}, tenant="acme")
+    client = Client("postgresql://localhost/app")
+    job_id = client.enqueue("emails", {"to": "a@b"}, tenant="acme")
     """
 
     def __init__(self, dsn: str, *, settings: Settings | None = None, pool_size: int | None = None) -> None:
