@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from fairsched.config.sync import queues_declare
+from fairsched.config.sync import queue_declare, queues_declare
 from fairsched.db.connection import connect, make_pool, operation, translate
 from fairsched.db.migrate import migrate
 from fairsched.engine import claim as claim_mod
@@ -131,11 +131,14 @@ class Client:
         """Apply pending migrations; returns the names applied."""
         return self._run(migrate)
 
-    def declare_queue(self, name: str, queue: QueueSettings | None = None) -> None:
-        """Create or update a queue's settings in the database."""
+    def declare_queue(self, name: str, queue: QueueSettings | None = None) -> QueueSettings:
+        """Create a queue, or change the settings of an existing one that ``queue`` was
+        given explicitly: ``QueueSettings(lease_seconds=60)`` changes the lease and
+        leaves the stored policy stack, tenants and the rest as they are. A new queue
+        takes the defaults for what is not given. Returns the queue's settings now."""
         enqueue.check_queue_name(name)
-        settings = queue or QueueSettings()
-        self._run(lambda c: queues_declare(c, {name: settings}))
+        given = queue or QueueSettings()
+        return self._run(lambda c: queue_declare(c, name, given))
 
     def apply_settings(self) -> None:
         """Declare every queue of the client's settings in one transaction."""

@@ -121,6 +121,18 @@ def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]
     forget_stacks()
 
 
+def queue_declare(conn: psycopg.Connection, name: str, given: QueueSettings) -> QueueSettings:
+    """Declare one queue from the fields ``given`` was built with: a new queue takes the
+    defaults for the rest, an existing one keeps its stored values for them (its policy
+    stack, tenants and parameters included). Returns the settings now stored."""
+    with conn.transaction():
+        stored = database_settings(conn).get(name)
+        explicit = {field: getattr(given, field) for field in given.model_fields_set}
+        merged = given if stored is None else stored.model_copy(update=explicit)
+        queues_declare(conn, {name: merged})
+    return merged
+
+
 def apply(conn: psycopg.Connection, settings: Settings) -> None:
     """Write every queue of ``settings`` with its tenants, in one transaction.
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool
 
@@ -23,6 +24,9 @@ from fairsched.errors import (
     InvalidInput,
     NotMigrated,
 )
+
+CONNECT_TIMEOUT_SECONDS = 10
+"""How long opening a connection may take when the DSN sets no ``connect_timeout``."""
 
 _PASSWORD = re.compile(r"(password=|://[^:/@\s]*:)[^@\s]*", re.IGNORECASE)
 
@@ -61,6 +65,22 @@ def operation(name: str) -> Iterator[None]:
         metrics.DB_OPERATION_SECONDS.labels(name, outcome).observe(time.perf_counter() - start)
 
 
+def with_connect_timeout(dsn: str) -> str:
+    """``dsn`` with ``connect_timeout`` set, unless it sets one: a server that never
+    answers fails the command instead of hanging it.
+
+    >>> with_connect_timeout("host=db dbname=app")
+    'dbname=app host=db connect_timeout=10'
+    >>> with_connect_timeout("postgresql://db/app?connect_timeout=3")
+    'postgresql://db/app?connect_timeout=3'
+    >>> with_connect_timeout("postgresql://app@db/app")
+    'user=app dbname=app host=db connect_timeout=10'
+    """
+    if "connect_timeout" in conninfo_to_dict(dsn):
+        return dsn
+    return make_conninfo(dsn, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+
+
 def make_pool(
     dsn: str,
     *,
@@ -78,7 +98,7 @@ def make_pool(
             configure(conn)
 
     pool = ConnectionPool(
-        dsn,
+        with_connect_timeout(dsn),
         min_size=1,
         max_size=max(1, max_size),
         kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
@@ -110,6 +130,6 @@ def _decode_json(encoding: str, data: str | bytes) -> Any:
 def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection:
     """One connection outside the pool (migrations, LISTEN)."""
     try:
-        return psycopg.connect(dsn, autocommit=autocommit)
+        return psycopg.connect(with_connect_timeout(dsn), autocommit=autocommit)
     except psycopg.Error as e:
         raise translate(e) from e

