@@ -1,6 +1,6 @@
 """Claim heads: claims start their scans at the heads, and no claimable job is ever hidden.
 
-The invariant (``migrations/043_claim_heads.sql``): no pending job has a key below its
+The invariant (``migrations/001_baseline.sql``, claim heads): no pending job has a key below its
 queue's heads in either built-in job order, and no active tenant a pass below the
 queue's pass floor. It is checked here after every step of random sequences of
 enqueues, claims, retries, releases and refreshes, and at the two races a refresh can

@@ -99,7 +99,7 @@ def test_a_completion_locks_no_row_before_updating_it(client: Client, db: psycop
     """Per job, a completion writes the row's new version, its primary-key entry and, when
     the new version goes to another page, a lock on the old one while it finds room: at
     most three WAL records (2.68 here). A BEFORE ROW trigger on the jobs would add a
-    tuple lock for every row updated (3.68 here; migrations/053_jobs_succeeded_unchanged_after_update.sql)."""
+    tuple lock for every row updated (3.68 here; see the trigger jobs_succeeded_unchanged)."""
     client.declare_queue("q", QueueSettings(policies=["weighted", "aging", "serial"]))
     client.enqueue_many("q", [JobSpec({}, tenant="acme") for _ in range(60)])
     leases = client.claim("q", owner="w1", limit=60)

@@ -138,33 +138,6 @@ def test_badly_named_migration_files_are_refused(tmp_path: Path) -> None:
         load_migrations(folder)
 
 
-def test_success_rows_written_before_045_become_their_jobs_rows(empty_db: str, tmp_path: Path) -> None:
-    """An attempts row of a job that succeeded is dropped (the job's row records it);
-    every other recorded attempt stays, and the view lists each attempt once."""
-    earlier = write_migrations(
-        tmp_path / "earlier", {f"{m.name}.sql": m.sql for m in load_migrations() if m.version < "045"}
-    )
-    with psycopg.connect(empty_db, autocommit=True) as conn:
-        migrate(conn, earlier)
-        conn.execute("INSERT INTO fairsched.queues (name) VALUES ('q')")
-        conn.execute(
-            "INSERT INTO fairsched.jobs (id, queue_name, tenant, payload, status, max_attempts,"
-            " attempt_count, lease_token, lease_owner, started_at, finished_at) OVERRIDING SYSTEM VALUE"
-            " VALUES (1, 'q', 't', '{}', 'succeeded', 3, 2, 2, 'w2', now(), now())"
-        )
-        conn.execute(
-            "INSERT INTO fairsched.attempts (job_id, attempt, lease_token, lease_owner, claimed_at, outcome)"
-            " VALUES (1, 1, 1, 'w1', now(), 'retrying'), (1, 2, 2, 'w2', now(), 'succeeded')"
-        )
-        migrate(conn)
-        log = conn.execute("SELECT lease_token, outcome FROM fairsched.attempt_log").fetchall()
-        view = conn.execute(
-            "SELECT attempt, lease_token, lease_owner, outcome FROM fairsched.attempts ORDER BY lease_token"
-        ).fetchall()
-    assert log == [(1, "retrying")]
-    assert view == [(1, 1, "w1", "retrying"), (2, 2, "w2", "succeeded")]
-
-
 def test_test_templates_of_other_migrations_are_dropped_unless_in_use(
     server_dsn: str, template_db: str
 ) -> None:

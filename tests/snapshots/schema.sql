@@ -1,0 +1,482 @@
+SCHEMA fairsched
+  GRANT USAGE ON SCHEMA fairsched TO fairsched_admin
+  GRANT USAGE ON SCHEMA fairsched TO fairsched_producer
+  GRANT USAGE ON SCHEMA fairsched TO fairsched_worker
+
+ROLE fairsched_admin NOLOGIN
+
+ROLE fairsched_producer NOLOGIN
+
+ROLE fairsched_worker NOLOGIN
+
+SEQUENCE fairsched.job_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
+  OWNED BY fairsched.job_events.id (identity)
+  GRANT ALL ON SEQUENCE fairsched.job_events_id_seq TO fairsched_admin
+  GRANT USAGE ON SEQUENCE fairsched.job_events_id_seq TO fairsched_worker
+
+SEQUENCE fairsched.jobs_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
+  OWNED BY fairsched.jobs.id (identity)
+  GRANT ALL ON SEQUENCE fairsched.jobs_id_seq TO fairsched_admin
+  GRANT USAGE ON SEQUENCE fairsched.jobs_id_seq TO fairsched_producer
+
+TABLE fairsched.aggregates
+  COLUMN queue_name text NOT NULL
+  COLUMN tenant text NOT NULL
+  COLUMN aggregate_key text NOT NULL
+  COLUMN next_seq bigint NOT NULL
+  COLUMN blocked_job_id bigint
+  COLUMN gap_since timestamp with time zone
+  COLUMN updated_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT aggregates_pkey PRIMARY KEY (queue_name, tenant, aggregate_key)
+  INDEX CREATE INDEX aggregates_blocked_idx ON fairsched.aggregates USING btree (queue_name) WHERE (blocked_job_id IS NOT NULL)
+  INDEX CREATE INDEX aggregates_gap_idx ON fairsched.aggregates USING btree (queue_name, gap_since) WHERE (gap_since IS NOT NULL)
+  INDEX CREATE UNIQUE INDEX aggregates_pkey ON fairsched.aggregates USING btree (queue_name, tenant, aggregate_key)
+  GRANT ALL ON TABLE fairsched.aggregates TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.aggregates TO fairsched_producer
+  GRANT SELECT ON TABLE fairsched.aggregates TO fairsched_worker
+  GRANT INSERT (queue_name, tenant, aggregate_key, next_seq) ON TABLE fairsched.aggregates TO fairsched_producer
+  GRANT UPDATE (gap_since, updated_at) ON TABLE fairsched.aggregates TO fairsched_producer
+  GRANT UPDATE (next_seq, blocked_job_id, gap_since, updated_at) ON TABLE fairsched.aggregates TO fairsched_worker
+
+TABLE fairsched.attempt_log
+  COLUMN job_id bigint NOT NULL
+  COLUMN attempt integer NOT NULL
+  COLUMN lease_token bigint NOT NULL
+  COLUMN lease_owner text NOT NULL
+  COLUMN claimed_at timestamp with time zone NOT NULL
+  COLUMN finished_at timestamp with time zone NOT NULL DEFAULT now()
+  COLUMN outcome text NOT NULL
+  COLUMN error_code text
+  COLUMN error text
+  CONSTRAINT attempt_log_pkey PRIMARY KEY (job_id, lease_token)
+  CONSTRAINT attempts_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'retrying'::text, 'dead'::text, 'expired'::text, 'released'::text])))
+  INDEX CREATE UNIQUE INDEX attempt_log_pkey ON fairsched.attempt_log USING btree (job_id, lease_token)
+  GRANT ALL ON TABLE fairsched.attempt_log TO fairsched_admin
+  GRANT INSERT, SELECT ON TABLE fairsched.attempt_log TO fairsched_worker
+
+VIEW fairsched.attempts
+  COLUMN job_id bigint
+  COLUMN attempt integer
+  COLUMN lease_token bigint
+  COLUMN lease_owner text
+  COLUMN claimed_at timestamp with time zone
+  COLUMN finished_at timestamp with time zone
+  COLUMN outcome text
+  COLUMN error_code text
+  COLUMN error text
+  AS
+     SELECT a.job_id,
+        a.attempt,
+        a.lease_token,
+        a.lease_owner,
+        a.claimed_at,
+        a.finished_at,
+        a.outcome,
+        a.error_code,
+        a.error
+       FROM fairsched.attempt_log a
+    UNION ALL
+     SELECT j.id AS job_id,
+        j.attempt_count AS attempt,
+        j.lease_token,
+        j.lease_owner,
+        j.started_at AS claimed_at,
+        j.finished_at,
+        'succeeded'::text AS outcome,
+        NULL::text AS error_code,
+        NULL::text AS error
+       FROM fairsched.jobs j
+      WHERE j.status = 'succeeded'::text;
+  GRANT ALL ON TABLE fairsched.attempts TO fairsched_admin
+  GRANT INSERT, SELECT ON TABLE fairsched.attempts TO fairsched_worker
+
+TABLE fairsched.claim_heads
+  COLUMN queue_name text NOT NULL
+  COLUMN fifo_rank integer NOT NULL DEFAULT '-2147483647'::integer
+  COLUMN fifo_available_at timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone
+  COLUMN fifo_id bigint NOT NULL DEFAULT 0
+  COLUMN aging_key double precision NOT NULL DEFAULT '-Infinity'::double precision
+  COLUMN aging_id bigint NOT NULL DEFAULT 0
+  COLUMN refreshed_at timestamp with time zone
+  WITH (fillfactor=50)
+  CONSTRAINT claim_heads_pkey PRIMARY KEY (queue_name)
+  INDEX CREATE UNIQUE INDEX claim_heads_pkey ON fairsched.claim_heads USING btree (queue_name)
+  GRANT ALL ON TABLE fairsched.claim_heads TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.claim_heads TO fairsched_producer
+  GRANT SELECT, UPDATE ON TABLE fairsched.claim_heads TO fairsched_worker
+
+TABLE fairsched.job_events
+  COLUMN id bigint NOT NULL GENERATED ALWAYS AS IDENTITY
+  COLUMN job_id bigint NOT NULL
+  COLUMN at timestamp with time zone NOT NULL DEFAULT now()
+  COLUMN kind text NOT NULL
+  COLUMN detail jsonb NOT NULL DEFAULT '{}'::jsonb
+  CONSTRAINT job_events_pkey PRIMARY KEY (id)
+  INDEX CREATE INDEX job_events_job_idx ON fairsched.job_events USING btree (job_id, at)
+  INDEX CREATE UNIQUE INDEX job_events_pkey ON fairsched.job_events USING btree (id)
+  GRANT ALL ON TABLE fairsched.job_events TO fairsched_admin
+  GRANT INSERT, SELECT ON TABLE fairsched.job_events TO fairsched_worker
+
+TABLE fairsched.jobs
+  COLUMN id bigint NOT NULL GENERATED ALWAYS AS IDENTITY
+  COLUMN queue_name text NOT NULL
+  COLUMN tenant text NOT NULL WITH (n_distinct=100)
+  COLUMN payload jsonb NOT NULL
+  COLUMN status text NOT NULL DEFAULT 'pending'::text
+  COLUMN priority integer NOT NULL DEFAULT 0
+  COLUMN available_at timestamp with time zone NOT NULL DEFAULT now()
+  COLUMN attempt_count integer NOT NULL DEFAULT 0
+  COLUMN max_attempts integer NOT NULL
+  COLUMN lease_owner text
+  COLUMN lease_token bigint NOT NULL DEFAULT 0
+  COLUMN lease_expires_at timestamp with time zone
+  COLUMN started_at timestamp with time zone
+  COLUMN progress jsonb
+  COLUMN last_error_code text
+  COLUMN last_error text
+  COLUMN aggregate_key text
+  COLUMN aggregate_seq bigint
+  COLUMN idempotency_key text
+  COLUMN created_at timestamp with time zone NOT NULL DEFAULT now()
+  COLUMN finished_at timestamp with time zone
+  COLUMN aging_key double precision NOT NULL DEFAULT EXTRACT(epoch FROM now())
+  COLUMN serial boolean NOT NULL DEFAULT false
+  COLUMN share_counted boolean NOT NULL DEFAULT false
+  WITH (autovacuum_analyze_scale_factor=0.02, autovacuum_vacuum_cost_delay=0, autovacuum_vacuum_insert_scale_factor=0.05, autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1000, fillfactor=80)
+  CONSTRAINT jobs_aggregate_key_check CHECK (((length(aggregate_key) >= 1) AND (length(aggregate_key) <= 256)))
+  CONSTRAINT jobs_check CHECK (((aggregate_key IS NULL) = (aggregate_seq IS NULL)))
+  CONSTRAINT jobs_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 256)))
+  CONSTRAINT jobs_max_attempts_check CHECK ((max_attempts > 0))
+  CONSTRAINT jobs_pkey PRIMARY KEY (id)
+  CONSTRAINT jobs_priority_range_check CHECK ((priority > '-2147483648'::integer))
+  CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['waiting'::text, 'pending'::text, 'running'::text, 'succeeded'::text, 'dead'::text, 'discarded'::text])))
+  CONSTRAINT jobs_tenant_check CHECK (((length(tenant) >= 1) AND (length(tenant) <= 128)))
+  INDEX CREATE UNIQUE INDEX jobs_aggregate_head_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key) WHERE (serial AND (status = ANY (ARRAY['pending'::text, 'running'::text])))
+  INDEX CREATE UNIQUE INDEX jobs_aggregate_seq_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key, aggregate_seq) WHERE serial
+  INDEX CREATE INDEX jobs_aggregate_waiting_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key, aggregate_seq) WHERE (status = 'waiting'::text)
+  INDEX CREATE INDEX jobs_aging_idx ON fairsched.jobs USING btree (queue_name, aging_key, id) WHERE (status = 'pending'::text)
+  INDEX CREATE INDEX jobs_claimable_idx ON fairsched.jobs USING btree (queue_name, ((- priority)), available_at, id) INCLUDE (priority) WHERE (status = 'pending'::text)
+  INDEX CREATE INDEX jobs_dead_idx ON fairsched.jobs USING btree (queue_name, finished_at) WHERE (status = 'dead'::text)
+  INDEX CREATE INDEX jobs_expired_lease_idx ON fairsched.jobs USING btree (lease_expires_at) WHERE (status = 'running'::text)
+  INDEX CREATE UNIQUE INDEX jobs_idempotency_key_idx ON fairsched.jobs USING btree (queue_name, tenant, idempotency_key) WHERE (idempotency_key IS NOT NULL)
+  INDEX CREATE UNIQUE INDEX jobs_pkey ON fairsched.jobs USING btree (id)
+  INDEX CREATE INDEX jobs_tenant_aging_idx ON fairsched.jobs USING btree (queue_name, tenant, aging_key, id) WHERE (status = 'pending'::text)
+  INDEX CREATE INDEX jobs_tenant_fifo_idx ON fairsched.jobs USING btree (queue_name, tenant, ((- priority)), available_at, id) WHERE (status = 'pending'::text)
+  TRIGGER CREATE TRIGGER jobs_inserted_lower_heads AFTER INSERT ON fairsched.jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION fairsched.claim_heads_lower()
+  TRIGGER CREATE TRIGGER jobs_succeeded_unchanged AFTER UPDATE ON fairsched.jobs FOR EACH ROW WHEN (((old.status = 'succeeded'::text) AND ((((((new.status IS DISTINCT FROM old.status) OR (new.attempt_count IS DISTINCT FROM old.attempt_count)) OR (new.lease_token IS DISTINCT FROM old.lease_token)) OR (new.lease_owner IS DISTINCT FROM old.lease_owner)) OR (new.started_at IS DISTINCT FROM old.started_at)) OR (new.finished_at IS DISTINCT FROM old.finished_at)))) EXECUTE FUNCTION fairsched.jobs_succeeded_unchanged()
+  TRIGGER CREATE TRIGGER jobs_updated_lower_heads AFTER UPDATE ON fairsched.jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION fairsched.claim_heads_lower()
+  GRANT ALL ON TABLE fairsched.jobs TO fairsched_admin
+  GRANT INSERT ON TABLE fairsched.jobs TO fairsched_producer
+  GRANT SELECT, UPDATE ON TABLE fairsched.jobs TO fairsched_worker
+  GRANT SELECT (id, queue_name, tenant, status, priority, available_at, aggregate_key, aggregate_seq, idempotency_key, created_at, serial) ON TABLE fairsched.jobs TO fairsched_producer
+  GRANT UPDATE (status) ON TABLE fairsched.jobs TO fairsched_producer
+
+TABLE fairsched.pass_floors
+  COLUMN queue_name text NOT NULL
+  COLUMN pass double precision NOT NULL DEFAULT '-Infinity'::double precision
+  COLUMN refreshed_at timestamp with time zone
+  WITH (fillfactor=50)
+  CONSTRAINT pass_floors_pkey PRIMARY KEY (queue_name)
+  INDEX CREATE UNIQUE INDEX pass_floors_pkey ON fairsched.pass_floors USING btree (queue_name)
+  GRANT ALL ON TABLE fairsched.pass_floors TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.pass_floors TO fairsched_producer
+  GRANT SELECT, UPDATE ON TABLE fairsched.pass_floors TO fairsched_worker
+
+TABLE fairsched.queues
+  COLUMN name text NOT NULL
+  COLUMN lease_seconds double precision NOT NULL DEFAULT 30
+  COLUMN max_runtime_seconds double precision NOT NULL DEFAULT 3600
+  COLUMN max_attempts integer NOT NULL DEFAULT 8
+  COLUMN unknown_max_attempts integer NOT NULL DEFAULT 3
+  COLUMN backoff_base_seconds double precision NOT NULL DEFAULT 1
+  COLUMN backoff_max_seconds double precision NOT NULL DEFAULT 300
+  COLUMN notify boolean NOT NULL DEFAULT true
+  COLUMN updated_at timestamp with time zone NOT NULL DEFAULT now()
+  COLUMN policies text[] NOT NULL DEFAULT '{fifo}'::text[]
+  COLUMN aging_interval_seconds double precision NOT NULL DEFAULT 60
+  COLUMN charge text NOT NULL DEFAULT 'count'::text
+  COLUMN tenant_cap integer
+  COLUMN serial_gap text NOT NULL DEFAULT 'strict'::text
+  COLUMN serial_poison text NOT NULL DEFAULT 'block'::text
+  COLUMN policy_params jsonb NOT NULL DEFAULT '{}'::jsonb
+  CONSTRAINT queues_aging_interval_seconds_check CHECK ((aging_interval_seconds > (0)::double precision))
+  CONSTRAINT queues_backoff_base_seconds_check CHECK ((backoff_base_seconds >= (0)::double precision))
+  CONSTRAINT queues_backoff_max_seconds_check CHECK ((backoff_max_seconds >= (0)::double precision))
+  CONSTRAINT queues_charge_check CHECK ((charge = ANY (ARRAY['count'::text, 'runtime'::text])))
+  CONSTRAINT queues_lease_seconds_check CHECK ((lease_seconds > (0)::double precision))
+  CONSTRAINT queues_max_attempts_check CHECK ((max_attempts > 0))
+  CONSTRAINT queues_max_runtime_seconds_check CHECK ((max_runtime_seconds > (0)::double precision))
+  CONSTRAINT queues_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$'::text))
+  CONSTRAINT queues_pkey PRIMARY KEY (name)
+  CONSTRAINT queues_policies_check CHECK (((cardinality(policies) >= 1) AND (cardinality(policies) <= 8)))
+  CONSTRAINT queues_serial_gap_check CHECK ((serial_gap = ANY (ARRAY['strict'::text, 'lowest'::text])))
+  CONSTRAINT queues_serial_poison_check CHECK ((serial_poison = ANY (ARRAY['block'::text, 'skip'::text])))
+  CONSTRAINT queues_tenant_cap_check CHECK ((tenant_cap > 0))
+  CONSTRAINT queues_unknown_max_attempts_check CHECK ((unknown_max_attempts > 0))
+  INDEX CREATE UNIQUE INDEX queues_pkey ON fairsched.queues USING btree (name)
+  GRANT ALL ON TABLE fairsched.queues TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.queues TO fairsched_producer
+  GRANT SELECT ON TABLE fairsched.queues TO fairsched_worker
+
+TABLE fairsched.schema_migrations
+  COLUMN version text NOT NULL
+  COLUMN name text NOT NULL
+  COLUMN checksum text NOT NULL
+  COLUMN applied_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT schema_migrations_pkey PRIMARY KEY (version)
+  INDEX CREATE UNIQUE INDEX schema_migrations_pkey ON fairsched.schema_migrations USING btree (version)
+  GRANT ALL ON TABLE fairsched.schema_migrations TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.schema_migrations TO fairsched_worker
+
+TABLE fairsched.tenant_releases
+  COLUMN queue_name text NOT NULL
+  COLUMN tenant text NOT NULL
+  COLUMN shard smallint NOT NULL
+  COLUMN released bigint NOT NULL DEFAULT 0
+  WITH (autovacuum_vacuum_cost_delay=0, autovacuum_vacuum_scale_factor=0.0, autovacuum_vacuum_threshold=1000, fillfactor=50)
+  CONSTRAINT tenant_releases_pkey PRIMARY KEY (queue_name, tenant, shard)
+  INDEX CREATE UNIQUE INDEX tenant_releases_pkey ON fairsched.tenant_releases USING btree (queue_name, tenant, shard)
+  GRANT ALL ON TABLE fairsched.tenant_releases TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.tenant_releases TO fairsched_producer
+  GRANT INSERT, SELECT, UPDATE ON TABLE fairsched.tenant_releases TO fairsched_worker
+
+TABLE fairsched.tenant_shares
+  COLUMN queue_name text NOT NULL
+  COLUMN tenant text NOT NULL
+  COLUMN weight double precision NOT NULL DEFAULT 1
+  COLUMN cap integer
+  COLUMN pass double precision NOT NULL DEFAULT 0
+  COLUMN running bigint NOT NULL DEFAULT 0
+  COLUMN active boolean NOT NULL DEFAULT false
+  COLUMN ready_at timestamp with time zone NOT NULL DEFAULT now()
+  COLUMN runtime_estimate double precision NOT NULL DEFAULT 1
+  COLUMN claimed_total bigint NOT NULL DEFAULT 0
+  COLUMN charged_total double precision NOT NULL DEFAULT 0
+  COLUMN updated_at timestamp with time zone NOT NULL DEFAULT now()
+  WITH (autovacuum_vacuum_cost_delay=0, autovacuum_vacuum_scale_factor=0.0, autovacuum_vacuum_threshold=1000, fillfactor=50)
+  CONSTRAINT tenant_shares_cap_check CHECK ((cap > 0))
+  CONSTRAINT tenant_shares_pkey PRIMARY KEY (queue_name, tenant)
+  CONSTRAINT tenant_shares_runtime_estimate_check CHECK ((runtime_estimate > (0)::double precision))
+  CONSTRAINT tenant_shares_tenant_check CHECK (((length(tenant) >= 1) AND (length(tenant) <= 128)))
+  CONSTRAINT tenant_shares_weight_check CHECK (((weight > (0)::double precision) AND (weight <= (1000000)::double precision)))
+  INDEX CREATE INDEX tenant_shares_capped_idx ON fairsched.tenant_shares USING btree (queue_name) WHERE (cap IS NOT NULL)
+  INDEX CREATE INDEX tenant_shares_pass_idx ON fairsched.tenant_shares USING btree (queue_name, pass, claimed_total, tenant) WHERE active
+  INDEX CREATE UNIQUE INDEX tenant_shares_pkey ON fairsched.tenant_shares USING btree (queue_name, tenant)
+  INDEX CREATE INDEX tenant_shares_wake_idx ON fairsched.tenant_shares USING btree (ready_at) WHERE (NOT active)
+  TRIGGER CREATE TRIGGER tenant_shares_inserted_lower_floor AFTER INSERT ON fairsched.tenant_shares FOR EACH ROW WHEN (new.active) EXECUTE FUNCTION fairsched.pass_floors_lower()
+  TRIGGER CREATE TRIGGER tenant_shares_updated_lower_floor AFTER UPDATE OF active, pass ON fairsched.tenant_shares FOR EACH ROW WHEN ((new.active AND ((NOT old.active) OR (new.pass < old.pass)))) EXECUTE FUNCTION fairsched.pass_floors_lower()
+  GRANT ALL ON TABLE fairsched.tenant_shares TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.tenant_shares TO fairsched_producer
+  GRANT SELECT ON TABLE fairsched.tenant_shares TO fairsched_worker
+  GRANT INSERT (queue_name, tenant, pass, active, ready_at) ON TABLE fairsched.tenant_shares TO fairsched_producer
+  GRANT UPDATE (pass, active, ready_at, updated_at) ON TABLE fairsched.tenant_shares TO fairsched_producer
+  GRANT INSERT (queue_name, tenant, pass, active, ready_at) ON TABLE fairsched.tenant_shares TO fairsched_worker
+  GRANT UPDATE (pass, running, active, ready_at, runtime_estimate, claimed_total, charged_total, updated_at) ON TABLE fairsched.tenant_shares TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.claim_heads_lower()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM changed AS c WHERE c.status = 'pending') THEN
+        RETURN NULL;
+    END IF;
+    -- Lock first: each statement below then reads the heads as a refresh left them.
+    PERFORM 1 FROM fairsched.claim_heads AS h
+      WHERE h.queue_name IN (SELECT c.queue_name FROM changed AS c WHERE c.status = 'pending')
+      ORDER BY h.queue_name
+        FOR KEY SHARE;
+    UPDATE fairsched.claim_heads AS h
+       SET fifo_rank = l.rank, fifo_available_at = l.available_at, fifo_id = l.id
+      FROM (SELECT DISTINCT ON (c.queue_name) c.queue_name, - c.priority AS rank, c.available_at, c.id
+              FROM changed AS c
+             WHERE c.status = 'pending'
+             ORDER BY c.queue_name, - c.priority, c.available_at, c.id) AS l
+     WHERE h.queue_name = l.queue_name
+       AND (l.rank, l.available_at, l.id) < (h.fifo_rank, h.fifo_available_at, h.fifo_id);
+    UPDATE fairsched.claim_heads AS h
+       SET aging_key = l.aging_key, aging_id = l.id
+      FROM (SELECT DISTINCT ON (c.queue_name) c.queue_name, c.aging_key, c.id
+              FROM changed AS c
+             WHERE c.status = 'pending'
+             ORDER BY c.queue_name, c.aging_key, c.id) AS l
+     WHERE h.queue_name = l.queue_name
+       AND (l.aging_key, l.id) < (h.aging_key, h.aging_id);
+    RETURN NULL;
+END
+$function$
+
+CREATE OR REPLACE FUNCTION fairsched.jobs_statistics_refresh(min_pending integer)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET lock_timeout TO '50ms'
+ SET default_statistics_target TO '10'
+AS $function$
+DECLARE
+    estimate CONSTANT text := 'EXPLAIN (FORMAT JSON) SELECT FROM fairsched.jobs WHERE status = ''pending''';
+    plan json;
+    estimated float8;
+    enough bigint;
+BEGIN
+    EXECUTE estimate INTO plan;
+    estimated := (plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
+    IF estimated >= 10000 THEN
+        RETURN false;  -- a backlog the claim's plan already reads in index order
+    END IF;
+    enough := greatest(min_pending, 10 * ceil(estimated)::bigint + 1);
+    IF (SELECT count(*) FROM (SELECT FROM fairsched.jobs WHERE status = 'pending' LIMIT enough) AS p)
+       < enough THEN
+        RETURN false;
+    END IF;
+    -- ANALYZE's own lock, taken before ANALYZE: a refresh that analyzed meanwhile has
+    -- committed its statistics, and the estimate below reads them.
+    LOCK TABLE fairsched.jobs IN SHARE UPDATE EXCLUSIVE MODE;
+    EXECUTE estimate INTO plan;
+    IF 10 * (plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8 >= enough THEN
+        RETURN false;
+    END IF;
+    ANALYZE fairsched.jobs;
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.jobs_statistics_refresh(integer) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.jobs_statistics_refresh(integer) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.jobs_succeeded_unchanged()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'job % succeeded: its row records its last attempt and does not change', OLD.id
+        USING ERRCODE = 'object_not_in_prerequisite_state';
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.jobs_succeeded_unchanged() TO PUBLIC
+
+CREATE OR REPLACE FUNCTION fairsched.pass_floors_lower()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM 1 FROM fairsched.pass_floors AS f WHERE f.queue_name = NEW.queue_name FOR KEY SHARE;
+    UPDATE fairsched.pass_floors AS f
+       SET pass = NEW.pass
+     WHERE f.queue_name = NEW.queue_name AND f.pass > NEW.pass;
+    RETURN NULL;
+END
+$function$
+
+CREATE OR REPLACE FUNCTION fairsched.tenant_released(queue_name text, tenant text)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE
+RETURN (SELECT (COALESCE(sum(r.released), (0)::numeric))::bigint AS "coalesce" FROM fairsched.tenant_releases r WHERE ((r.queue_name = tenant_released.queue_name) AND (r.tenant = tenant_released.tenant)))
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_released(text,text) TO PUBLIC
+
+CREATE OR REPLACE FUNCTION fairsched.tenant_shares_activate(queue text, tenants text[], dues timestamp with time zone[])
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    floor_pass double precision;
+BEGIN
+    floor_pass := fairsched.tenant_shares_floor(queue);
+    INSERT INTO fairsched.tenant_shares AS s (queue_name, tenant, active, ready_at, pass)
+    SELECT queue, i.tenant, false, 'infinity', floor_pass
+      FROM (SELECT DISTINCT t.tenant FROM unnest(tenants) AS t(tenant)) AS i
+     ORDER BY i.tenant
+    ON CONFLICT (queue_name, tenant) DO NOTHING;
+
+    PERFORM
+       FROM fairsched.tenant_shares AS s
+      WHERE s.queue_name = queue AND s.tenant = ANY (tenants)
+      ORDER BY s.tenant
+        FOR KEY SHARE;
+
+    floor_pass := fairsched.tenant_shares_floor(queue);  -- read after the locks
+
+    UPDATE fairsched.tenant_shares AS t
+       SET active = i.due <= now(),
+           ready_at = CASE WHEN i.due <= now() THEN t.ready_at ELSE least(t.ready_at, i.due) END,
+           pass = CASE WHEN i.due <= now() THEN greatest(t.pass, floor_pass) ELSE t.pass END,
+           updated_at = now()
+      FROM (SELECT u.tenant, min(u.due) AS due
+              FROM unnest(tenants, dues) AS u(tenant, due)
+             GROUP BY u.tenant) AS i
+     WHERE t.queue_name = queue AND t.tenant = i.tenant AND NOT t.active;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO PUBLIC
+
+CREATE OR REPLACE FUNCTION fairsched.tenant_shares_finish(ids bigint[])
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT fairsched.tenant_shares_finish(array_agg(j.id), array_agg(j.queue_name), array_agg(j.tenant))
+      FROM fairsched.jobs AS j
+     WHERE j.id = ANY (ids) AND j.share_counted
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_finish(bigint[]) TO PUBLIC
+
+CREATE OR REPLACE FUNCTION fairsched.tenant_shares_finish(ids bigint[], queues text[], tenants text[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    -- ids, queues and tenants: the counted jobs (`share_counted`) that left running, by
+    -- position.
+    INSERT INTO fairsched.tenant_releases AS r (queue_name, tenant, shard, released)
+    SELECT f.queue_name, f.tenant, mod(pg_backend_pid(), 16), count(*)
+      FROM unnest(queues, tenants) AS f(queue_name, tenant)
+     GROUP BY f.queue_name, f.tenant
+     ORDER BY f.queue_name, f.tenant
+    ON CONFLICT (queue_name, tenant, shard) DO UPDATE SET released = r.released + excluded.released;
+
+    IF NOT EXISTS (SELECT 1 FROM fairsched.queues AS q WHERE q.charge = 'runtime') THEN
+        RETURN;
+    END IF;
+    WITH ended AS (
+        SELECT j.queue_name, j.tenant, count(*) AS n,
+               sum(greatest(extract(epoch FROM now() - j.started_at), 0.001)) AS seconds
+          FROM fairsched.jobs AS j
+          JOIN fairsched.queues AS q ON q.name = j.queue_name AND q.charge = 'runtime'
+         WHERE j.id = ANY (ids) AND j.share_counted
+         GROUP BY j.queue_name, j.tenant
+    ), locked AS MATERIALIZED (
+        SELECT t.queue_name, t.tenant
+          FROM fairsched.tenant_shares AS t
+          JOIN ended AS e USING (queue_name, tenant)
+         ORDER BY t.tenant
+           FOR NO KEY UPDATE OF t
+    )
+    UPDATE fairsched.tenant_shares AS t
+       SET pass = t.pass + (e.seconds - e.n * t.runtime_estimate) / t.weight,
+           charged_total = t.charged_total + e.seconds - e.n * t.runtime_estimate,
+           runtime_estimate = 0.8 * t.runtime_estimate + 0.2 * e.seconds / e.n,
+           updated_at = now()
+      FROM ended AS e JOIN locked USING (queue_name, tenant)
+     WHERE t.queue_name = e.queue_name AND t.tenant = e.tenant;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_finish(bigint[],text[],text[]) TO PUBLIC
+
+CREATE OR REPLACE FUNCTION fairsched.tenant_shares_floor(queue text)
+ RETURNS double precision
+ LANGUAGE sql
+ STABLE
+RETURN COALESCE((SELECT a.pass FROM fairsched.tenant_shares a WHERE ((a.queue_name = tenant_shares_floor.queue) AND a.active) ORDER BY a.pass LIMIT 1), (SELECT max(a.pass) AS max FROM fairsched.tenant_shares a WHERE (a.queue_name = tenant_shares_floor.queue)), (0)::double precision)
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_floor(text) TO PUBLIC
+
+DEFAULT PRIVILEGES IN SCHEMA fairsched GRANT ALL ON SEQUENCES TO fairsched_admin
+DEFAULT PRIVILEGES IN SCHEMA fairsched GRANT ALL ON TABLES TO fairsched_admin
