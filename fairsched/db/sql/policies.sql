@@ -7,7 +7,7 @@ SELECT name, policies, aging_interval_seconds, charge, tenant_cap, serial_gap, s
 
 -- name: tenant_shares_activate
 -- Tenants that got pending jobs (due at dues) join the weighted selection; their share
--- rows stay KEY SHARE locked until the transaction commits (migration 052).
+-- rows stay KEY SHARE locked until the transaction commits.
 SELECT fairsched.tenant_shares_activate(%(queue)s, %(tenants)s::text[], %(dues)s::timestamptz[])
 
 -- name: tenant_shares_lock_dry
@@ -59,7 +59,7 @@ RETURNING t.queue_name, t.tenant, t.active
 
 -- name: tenant_shares_finish
 -- Jobs of weighted queues left running: release the running slots their claims
--- counted and correct runtime charges (migrations/044_tenant_shares_finish.sql).
+-- counted and correct runtime charges (fairsched.tenant_shares_finish).
 SELECT fairsched.tenant_shares_finish(%(ids)s::bigint[])
 
 -- name: tenant_share_set

@@ -154,9 +154,9 @@ RETURNING j.lease_expires_at
 
 -- name: leases_complete
 -- Mark held leases succeeded (arrays of id and token; a succeeded job's row is its
--- attempt's record: migrations/045_succeeded_attempts_from_jobs.sql), settle the shares
+-- attempt's record), settle the shares
 -- of the jobs weighted claims counted from the rows updated
--- (fairsched.tenant_shares_finish, migrations/049_tenant_shares_finish_from_rows.sql), and audit every
+-- (fairsched.tenant_shares_finish), and audit every
 -- lease that no longer held. Returns the ids that completed. Rows
 -- are looked up by id (see lease_renew); each row's token is found by its id's position.
 -- The id and token arrays travel in binary (their placeholders end in b): psycopg dumps a
@@ -323,7 +323,7 @@ SELECT queue_name, heads_behind, floor_behind FROM (
 
 -- name: jobs_statistics_refresh
 -- ANALYZE the jobs table when its statistics hide a backlog of at least min_pending
--- (migrations/048_jobs_statistics_refresh.sql); true when it ran.
+-- (fairsched.jobs_statistics_refresh); true when it ran.
 SELECT fairsched.jobs_statistics_refresh(%(min_pending)s)
 
 -- name: claim_heads_lock
