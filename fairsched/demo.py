@@ -1,18 +1,21 @@
 """``fairsched demo``: a small multi-tenant workload, end to end, on real worker processes.
 
-One tenant floods the queue with a bulk import; several small tenants follow,
-with a few flaky jobs (retried), one job that fails permanently, one that
-exhausts its budget for unknown errors, and an aggregate with sequence
-numbers. Worker processes (``fairsched worker``) run everything to the end;
-the report shows, per tenant, the jobs done, its share of the claims made
-while every tenant still had work, and the wait until a job's first claim.
+The workload (:mod:`fairsched.demoapp`): one tenant floods the queue with a bulk
+import; several small tenants follow, with a few flaky jobs, one job that fails
+permanently, one that exhausts its budget for unknown errors, and an aggregate with
+sequence numbers. Worker processes (``fairsched worker``) run everything to the end;
+the report (:mod:`fairsched.demoreport`) shows, per tenant, the jobs done, its share
+of the claims made while every tenant still had work, and the wait until a job's
+first claim.
+
+The demo runs in a database of its own on the user's server, never in the user's
+database (:func:`demo_database`): its queue would otherwise show up in the user's
+``fairsched config diff``.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-import random
 import secrets
 import shutil
 import signal
@@ -22,184 +25,52 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
-from psycopg.rows import class_row
-from rich import box
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from fairsched.client import Client
-from fairsched.db.connection import redact
-from fairsched.db.embedded import default_data_dir
+from fairsched.db.connection import connect, operation, redact
+from fairsched.db.embedded import DEFAULT_DATABASE, default_data_dir, embedded_dsn
 from fairsched.db.sql import QUERIES
+from fairsched.demoapp import FLOOD_SHARE, FLOOD_TENANT, QUEUE, DemoPlan, demo_queue, workload
+from fairsched.demoreport import DemoReport, collect
 from fairsched.engine.enqueue import JobSpec
-from fairsched.errors import FairschedError, InvalidInput, PermanentError, RetryableError
-from fairsched.policy.registry import resolve
-from fairsched.settings import QueueSettings, Settings, TenantSettings
-from fairsched.worker.app import App, Job
+from fairsched.errors import FairschedError
+from fairsched.settings import Settings
 from fairsched.worker.listener import APPLICATION_NAME as LISTENER_NAME
 
-QUEUE = "demo"
-FLOOD_TENANT = "bigco"
-SMALL_TENANTS = ("acme", "globex", "initech", "umbrella")
-FLOOD_SHARE = 0.7
-AGGREGATE_TENANT = "acme"
-AGGREGATE_LENGTH = 5
-WEIGHTS = {"acme": 2.0}
-"""Tenant weights on the demo queue (others weigh 1): acme is entitled to twice the share."""
-DEFAULT_POLICIES = ("weighted", "aging", "serial")
-FLAKY_SHARE = 0.025
-"""The part of the jobs that fail once or twice with a retryable error, then succeed."""
+DEMO_SUFFIX = "_demo"
+"""The demo's database is named like the user's, with this suffix: ``fairsched_demo``
+beside the embedded server's ``fairsched``."""
+MAX_NAME_BYTES = 63
+"""PostgreSQL's longest identifier; a longer database name would be cut silently."""
 ENQUEUE_BATCH = 1000
-MIN_JOBS = 4 * len(SMALL_TENANTS) + AGGREGATE_LENGTH
 READY_SECONDS = 60.0
 STOP_SECONDS = 20.0
 """How long stopping workers may take before they are killed (grace period included)."""
-
-app = App()
-
-
-@app.handler(QUEUE)
-def handle(job: Job) -> None:
-    """Simulated work, failing as the payload asks."""
-    task = job.payload
-    time.sleep(task["work"])
-    if task.get("poison"):
-        raise PermanentError("payload version 0 is not supported")
-    if task.get("bug"):
-        raise ValueError("unexpected field 'legacy_id'")
-    if job.attempt <= task.get("flaky", 0):
-        raise RetryableError(f"downstream timed out (attempt {job.attempt})")
-
-
-def demo_queue(policies: Sequence[str] = DEFAULT_POLICIES) -> QueueSettings:
-    """The demo queue: the policy stack, tenant weights, and short leases and retry
-    delays so that a run takes seconds."""
-    return QueueSettings(
-        lease_seconds=10,
-        max_runtime_seconds=60,
-        max_attempts=4,
-        unknown_max_attempts=2,
-        backoff_base_seconds=0.1,
-        backoff_max_seconds=0.5,
-        notify=True,
-        policies=list(policies),
-        tenants={name: TenantSettings(weight=weight) for name, weight in WEIGHTS.items()},
-    )
 
 
 class DemoFailed(FairschedError):
     """The demo could not run to the end."""
 
 
-@dataclass(frozen=True)
-class DemoPlan:
-    """How big a demo run is."""
-
-    jobs: int
-    workers: int
-    slots: int
-    policies: tuple[str, ...]
-    work_seconds: float
-    timeout_seconds: float
-
-    @classmethod
-    def make(
-        cls,
-        *,
-        jobs: int | None = None,
-        workers: int = 2,
-        slots: int = 4,
-        policies: Sequence[str] = DEFAULT_POLICIES,
-        quick: bool = False,
-    ) -> DemoPlan:
-        """The default plan (``quick``: a few seconds), with ``jobs`` when given."""
-        count = jobs if jobs is not None else (400 if quick else 3000)
-        if count < MIN_JOBS or workers < 1 or slots < 1:
-            raise InvalidInput(f"the demo needs at least {MIN_JOBS} jobs, one worker and one slot")
-        resolve(policies)
-        work = 0.002 if quick else 0.01
-        estimate = count * work / (workers * slots)
-        return cls(count, workers, slots, tuple(policies), work, timeout_seconds=60 + 20 * estimate)
-
-
-def workload(plan: DemoPlan, aggregate_key: str = "order-1") -> list[JobSpec]:
-    """The jobs of a run, in enqueue order: the flood, then the small tenants' jobs.
-
-    Deterministic for a given plan. Each run needs its own ``aggregate_key``: the
-    serial policy remembers how far an aggregate got.
-    """
-    rng = random.Random(7)
-
-    def task(n: int, **extra: Any) -> dict[str, Any]:
-        flaky = rng.choice((1, 2)) if rng.random() < FLAKY_SHARE else 0
-        return {"n": n, "work": round(plan.work_seconds * rng.uniform(0.5, 1.5), 4), "flaky": flaky, **extra}
-
-    flood = round(plan.jobs * FLOOD_SHARE)
-    jobs = [JobSpec(task(n), FLOOD_TENANT) for n in range(flood)]
-    small = [JobSpec(task(n), SMALL_TENANTS[n % len(SMALL_TENANTS)]) for n in range(plan.jobs - flood)]
-    aggregate = [
-        JobSpec(task(0, flaky=0), AGGREGATE_TENANT, aggregate_key=aggregate_key, aggregate_seq=seq)
-        for seq in range(1, AGGREGATE_LENGTH + 1)
-    ]
-    small[: len(aggregate)] = aggregate
-    small[-1] = JobSpec(task(0, flaky=0, poison=True), "globex")
-    small[-2] = JobSpec(task(0, flaky=0, bug=True), "initech")
-    return jobs + small
-
-
-@dataclass(frozen=True)
-class TenantRow:
-    """One tenant's part of a run."""
-
-    tenant: str
-    jobs: int
-    succeeded: int
-    dead: int
-    retries: int
-    contended_claims: int
-    p50_wait: float | None
-    p99_wait: float | None
-
-
-@dataclass(frozen=True)
-class DemoReport:
-    """What happened in a run."""
-
-    database: str
-    plan: DemoPlan
-    tenants: list[TenantRow]
-    wall_seconds: float
-    span_seconds: float
-    stale_rejected: int
-    dead_ids: list[int]
-    aggregate_key: str
-    aggregate_seqs: list[int]
-    aggregate_one_at_a_time: bool
-
-    @property
-    def aggregate_in_order(self) -> bool:
-        return self.aggregate_seqs == sorted(self.aggregate_seqs)
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["aggregate_in_order"] = self.aggregate_in_order
-        return data
-
-
 def run_demo(settings: Settings, plan: DemoPlan, console: Console) -> DemoReport:
-    """Migrate, declare the demo queue, enqueue the workload, run workers to the end, report."""
-    with Client.from_settings(settings) as client:
+    """Migrate the demo's database, declare the demo queue, enqueue the workload, run
+    workers to the end, report. The user's database is not written to."""
+    dsn, database = demo_database(settings)
+    with Client(dsn, settings=settings) as client:
         client.migrate()
         client.declare_queue(QUEUE, demo_queue(plan.policies))
         aggregate_key = f"order-{secrets.token_hex(4)}"
         jobs = workload(plan, aggregate_key)
         tenants = len({job.tenant for job in jobs})
-        console.print(f"[bold]fairsched demo[/] on {describe_database(settings)}")
+        console.print(f"[bold]fairsched demo[/] in {database}")
         processes = "process" if plan.workers == 1 else "processes"
         console.print(
             f"queue {QUEUE!r} with policies {', '.join(plan.policies)}; "
@@ -215,14 +86,53 @@ def run_demo(settings: Settings, plan: DemoPlan, console: Console) -> DemoReport
             )
             wait_until_done(client, first, last, workers, plan, console)
             wall = time.monotonic() - started
-        return collect(client, settings, plan, aggregate_key, (first, last), wall)
+        return collect(client, database, plan, aggregate_key, (first, last), wall)
 
 
-def describe_database(settings: Settings) -> str:
-    """Where the demo runs, without passwords."""
-    if settings.database_url:
-        return f"PostgreSQL {redact(settings.database_url)}"
-    return f"the embedded PostgreSQL in {settings.data_dir or default_data_dir()}"
+def demo_database(settings: Settings) -> tuple[str, str]:
+    """The DSN of the demo's own database, created if missing, and where it is (no passwords).
+
+    On the embedded server: ``fairsched_demo``, beside the ``fairsched`` database.
+    With ``FAIRSCHED_DATABASE_URL``: the URL's database name plus ``_demo``, on the
+    same server, as the same role; when it is missing and the role may not create
+    databases, :class:`DemoFailed` says how to have it created or to point the demo
+    at another server.
+    """
+    if settings.database_url is None:
+        name = DEFAULT_DATABASE + DEMO_SUFFIX
+        where = f"database {name} of the embedded PostgreSQL in {settings.data_dir or default_data_dir()}"
+        return embedded_dsn(settings.data_dir, name), where
+    url = settings.database_url
+    with connect(url) as conn:
+        with operation("demo_database_get"):
+            row = conn.execute(QUERIES["demo_database_get"], {"suffix": DEMO_SUFFIX}).fetchone()
+        assert row is not None
+        name, present, role = row
+        if len(name.encode()) > MAX_NAME_BYTES:
+            raise DemoFailed(
+                f"the demo's database would be named {name!r}, longer than PostgreSQL allows: "
+                "set FAIRSCHED_DATABASE_URL to a database with a shorter name for the demo"
+            )
+        if not present:
+            database_create(conn, name, role, url)
+    return make_conninfo(url, dbname=name), f"database {name} beside {redact(url)}"
+
+
+def database_create(conn: psycopg.Connection, name: str, role: str, url: str) -> None:
+    """``CREATE DATABASE name`` (one made meanwhile by another demo will do)."""
+    with operation("demo_database_create"):
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        except (pg_errors.DuplicateDatabase, pg_errors.UniqueViolation):
+            return
+        except pg_errors.InsufficientPrivilege:
+            create = sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(role))
+            raise DemoFailed(
+                f"the demo runs in a database of its own, {name!r}, beside {redact(url)}, and role "
+                f"{role!r} may not create it: have it created once ({create.as_string(conn)}), "
+                "or set FAIRSCHED_DATABASE_URL to a database on a server where you may create "
+                "databases (the demo then uses that database's name plus '_demo')"
+            ) from None
 
 
 def enqueue_all(client: Client, jobs: Sequence[JobSpec]) -> tuple[int, int]:
@@ -249,7 +159,7 @@ def worker_processes(dsn: str, plan: DemoPlan, settings: Settings) -> Iterator[l
     ran = False
     try:
         for i in range(plan.workers):
-            command = [sys.executable, "-m", "fairsched.cli.main", "worker", "--app", "fairsched.demo:app"]
+            command = [sys.executable, "-m", "fairsched", "worker", "--app", "fairsched.demoapp:app"]
             command += ["--queue", f"{QUEUE}={plan.slots}", "--owner", f"demo-{os.getpid()}-{i + 1}"]
             with (logs / f"worker-{i + 1}.log").open("wb") as log:
                 procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
@@ -329,96 +239,3 @@ def wait_until_done(
                     f"only {finished} of {total} jobs finished within {plan.timeout_seconds:.0f} s"
                 )
             time.sleep(0.2)
-
-
-def collect(
-    client: Client,
-    settings: Settings,
-    plan: DemoPlan,
-    aggregate_key: str,
-    ids: tuple[int, int],
-    wall: float,
-) -> DemoReport:
-    """Read the outcome of the run of jobs ``ids`` (first, last) from the database."""
-    params = {"queue": QUEUE, "first": ids[0], "last": ids[1]}
-    with client.connection() as conn:
-        with conn.cursor(row_factory=class_row(TenantRow)) as cur:
-            tenants = cur.execute(QUERIES["demo_tenant_report"], params).fetchall()
-        summary = conn.execute(QUERIES["demo_run_summary"], params).fetchone()
-        attempts = conn.execute(
-            QUERIES["demo_aggregate_attempts"],
-            {**params, "tenant": AGGREGATE_TENANT, "aggregate_key": aggregate_key},
-        ).fetchall()
-    assert summary is not None
-    span, stale, dead_ids = summary
-    one_at_a_time = all(later[1] >= earlier[2] for earlier, later in itertools.pairwise(attempts))
-    return DemoReport(
-        database=describe_database(settings),
-        plan=plan,
-        tenants=tenants,
-        wall_seconds=round(wall, 3),
-        span_seconds=round(float(span or 0), 3),
-        stale_rejected=int(stale),
-        dead_ids=list(dead_ids),
-        aggregate_key=aggregate_key,
-        aggregate_seqs=[int(seq) for seq, _, _, outcome in attempts if outcome == "succeeded"],
-        aggregate_one_at_a_time=one_at_a_time,
-    )
-
-
-def print_report(report: DemoReport, console: Console) -> None:
-    """The run as tables and a few lines of summary."""
-    contended = sum(row.contended_claims for row in report.tenants) or 1
-    entitled = entitled_shares(report)
-    table = Table(title="per tenant", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("tenant", "jobs", "done", "dead", "retries", "share*", "entitled", "p50", "p99"):
-        table.add_column(column, justify="left" if column == "tenant" else "right")
-    for row in report.tenants:
-        table.add_row(
-            row.tenant,
-            str(row.jobs),
-            str(row.succeeded),
-            str(row.dead),
-            str(row.retries),
-            f"{row.contended_claims / contended:.1%}",
-            f"{entitled[row.tenant]:.1%}" if row.tenant in entitled else "-",
-            _seconds(row.p50_wait),
-            _seconds(row.p99_wait),
-        )
-    console.print(table)
-    console.print(
-        "* share of the jobs first claimed before any tenant ran out of waiting jobs; "
-        "entitled: by weight (weighted policy); p50/p99: wait from enqueue to first claim"
-    )
-    jobs = sum(row.jobs for row in report.tenants)
-    rate = jobs / report.span_seconds if report.span_seconds else 0.0
-    retries = sum(row.retries for row in report.tenants)
-    plan = report.plan
-    console.print(
-        f"elapsed {report.wall_seconds:.1f} s ({report.span_seconds:.1f} s from first claim to last "
-        f"finish, {rate:.0f} jobs/s) on {plan.workers} workers x {plan.slots} slots"
-    )
-    dead = ", ".join(str(i) for i in report.dead_ids) or "none"
-    console.print(f"retried attempts: {retries}; dead jobs: {dead} (fairsched dead list --queue {QUEUE})")
-    seqs = " ".join(str(s) for s in report.aggregate_seqs)
-    console.print(
-        f"aggregate {AGGREGATE_TENANT}/{report.aggregate_key}: started in sequence order ({seqs}): "
-        f"{'yes' if report.aggregate_in_order else 'no'}; "
-        f"one at a time: {'yes' if report.aggregate_one_at_a_time else 'no'}"
-    )
-    console.print(f"stale completions rejected: {report.stale_rejected}")
-
-
-def entitled_shares(report: DemoReport) -> dict[str, float]:
-    """Each tenant's share by weight while all have work; empty without the weighted policy."""
-    if "weighted" not in report.plan.policies:
-        return {}
-    weights = {row.tenant: WEIGHTS.get(row.tenant, 1.0) for row in report.tenants}
-    total = sum(weights.values())
-    return {tenant: weight / total for tenant, weight in weights.items()}
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.2f}s"

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
-from fairsched.engine.lease import tenants_activate
+from fairsched.engine.settle import tenants_activate
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
 from fairsched.policy.registry import forget_stacks, queue_stack, resolve, tenant_share_set
 from fairsched.settings import QueueSettings, Settings, TenantSettings, describe_validation_error

@@ -7,7 +7,7 @@ job's key in each built-in job order, and ``fairsched.pass_floors`` a pass at or
 every active tenant's; claims start their scans there. Transitions lower them through
 triggers in their own transactions; only :func:`heads_refresh` raises them, under a
 lock those transactions also take, on a snapshot taken after it. See
-``migrations/043_claim_heads.sql`` for the argument and ``docs/claim-design.md``.
+``docs/claim-design.md``.
 
 Claims run on generic plans, which read their job order from an index only while the
 planner's statistics know of the backlog: :func:`statistics_refresh` analyzes the jobs

@@ -11,7 +11,7 @@ from psycopg.rows import class_row, dict_row
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
-from fairsched.engine.lease import aggregates_advance, jobs_settle, tenants_activate
+from fairsched.engine.settle import aggregates_advance, jobs_settle, tenants_activate
 from fairsched.errors import JobNotFound
 from fairsched.policy.registry import queue_stack
 

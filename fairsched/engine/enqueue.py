@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
-from fairsched.engine.lease import aggregates_advance, tenants_activate
+from fairsched.engine.settle import aggregates_advance, tenants_activate
 from fairsched.errors import InvalidInput, PayloadTooLarge, UnknownQueue
 from fairsched.policy import BasePolicy
 from fairsched.policy.registry import queue_stack

@@ -9,7 +9,7 @@ import psycopg
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
-from fairsched.engine.lease import jobs_settle, settle_needed
+from fairsched.engine.settle import jobs_settle, settle_needed
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What ``fairsched status`` and ``fairsched top`` show: queues, tenants, shares, dead, blocked.
 
-One read is the exporter's snapshot (:func:`fairsched.observe.exporter.read_snapshot`,
+One read is the exporter's snapshot (:func:`fairsched.observe.snapshot.read_snapshot`,
 bounded per-scrape statements) plus the queues' stacks and the share
 denominators. Tenants per queue are bounded the way the exporter bounds them:
 the tenants with the oldest claimable work (and the configured ones) by name,
@@ -28,7 +28,7 @@ from fairsched.db.sql import QUERIES
 from fairsched.engine.dead import BlockedAggregate, aggregates_blocked
 from fairsched.errors import InvalidInput
 from fairsched.metrics import OTHER_TENANT
-from fairsched.observe.exporter import ExporterSettings, declared_tenants, read_snapshot
+from fairsched.observe.snapshot import ExporterSettings, declared_tenants, read_snapshot
 from fairsched.settings import Settings
 
 BLOCKED_SHOWN = 20

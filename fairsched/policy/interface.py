@@ -14,7 +14,7 @@ A policy shapes the claim of every queue whose stack names it. It may
 - **keep its own state** at enqueue, claim and completion (``on_enqueue``,
   ``on_claim``, ``on_finish``), each called inside the transition's transaction.
 
-The composer (:mod:`fairsched.engine.claim`) turns a queue's stack into one statement;
+The composer (:mod:`fairsched.engine.composer`) turns a queue's stack into one statement;
 the last policy of the stack that gives a job order wins, filters add up.
 
 """

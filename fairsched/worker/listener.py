@@ -9,7 +9,6 @@ wakes every claimer after each (re)connect, for what it may have missed.
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable
 
 import psycopg
@@ -18,19 +17,13 @@ from psycopg.conninfo import make_conninfo
 from fairsched.db.connection import connect, operation, redact
 from fairsched.db.sql import QUERIES
 from fairsched.errors import DatabaseError
-from fairsched.worker.service import Service
+from fairsched.worker.service import Service, backoff_delay
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "fairsched_jobs"
 APPLICATION_NAME = "fairsched-listener"
 """The listener's ``application_name`` in ``pg_stat_activity``."""
-
-
-def backoff_delay(attempt: int, *, base: float = 0.1, cap: float = 10.0) -> float:
-    """Delay before retry number ``attempt`` (from 0): exponential, capped, jittered."""
-    ceiling: float = min(cap, base * 2.0 ** min(attempt, 30))
-    return ceiling * random.uniform(0.5, 1.0)
 
 
 class Listener(Service):

@@ -11,7 +11,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.metrics import MetricWrapperBase
 
 from fairsched import Client, Settings, metrics
-from fairsched.observe.exporter import ClusterCollector, ExporterSettings
+from fairsched.observe.exporter import ClusterCollector
+from fairsched.observe.snapshot import ExporterSettings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SYNTHETIC = {"up"}

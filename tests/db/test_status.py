@@ -82,7 +82,7 @@ def test_status_on_an_empty_database_lists_declared_queues(client: Client, fresh
 def test_interval_shares_are_claims_between_two_reads(
     client: Client, fresh_db: str, db: psycopg.Connection
 ) -> None:
-    from fairsched.observe.exporter import ExporterSettings
+    from fairsched.observe.snapshot import ExporterSettings
     from fairsched.observe.status import interval_shares, read_status
     from fairsched.settings import Settings
 
@@ -95,3 +95,15 @@ def test_interval_shares_are_claims_between_two_reads(
     client.complete_many(client.claim("w", owner="t", limit=8))
     second = read_status(db, Settings(), ExporterSettings())
     assert interval_shares(first, second) == {("w", "a"): 0.25, ("w", "b"): 0.75}
+
+
+def test_top_once_shows_the_share_of_claims(client: Client, fresh_db: str, db: psycopg.Connection) -> None:
+    """One snapshot has no interval: --once shows the share since the share rows exist, as status does."""
+    busy_queue(client, db)
+    once = cli(fresh_db, "top", "--once")
+    assert once.exit_code == 0, once.output
+    claimed = dict(db.execute("SELECT tenant, claimed_total FROM fairsched.tenant_shares").fetchall())
+    share_b = f"{100 * claimed['b'] / sum(claimed.values()):.1f}%"
+    row_b = next(line for line in once.stdout.splitlines() if line.split("│")[1:2] == [f" {'b':<6} "])
+    assert share_b in row_b, once.stdout
+    assert "share (last" not in once.stdout

@@ -23,7 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fairsched import Client, FailureKind, JobSpec, QueueSettings, Settings
 from fairsched.db.sql import QUERIES
-from fairsched.observe.exporter import ClusterCollector, ExporterSettings, read_snapshot
+from fairsched.observe.exporter import ClusterCollector
+from fairsched.observe.snapshot import ExporterSettings, read_snapshot
 from fairsched.settings import TenantSettings
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

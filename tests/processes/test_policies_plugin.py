@@ -11,7 +11,7 @@ import pytest
 from worker_support import Workers, statuses, wait_for
 
 from fairsched import Client, QueueSettings
-from fairsched.engine.claim import compose_claim
+from fairsched.engine.composer import compose_claim
 from fairsched.policy.registry import registry
 
 PLUGIN = Path(__file__).resolve().parent.parent / "plugin_policy"

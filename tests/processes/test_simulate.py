@@ -18,7 +18,8 @@ from worker_support import running_workers, wait_listening
 
 from fairsched import Client, QueueSettings
 from fairsched.engine.enqueue import JobSpec
-from fairsched.simulate import Scenario, arrivals, peak_concurrency, percentile, union_length
+from fairsched.simplan import Scenario, arrivals, peak_concurrency
+from fairsched.simulate import percentile, union_length
 
 SHARE_TOLERANCE = 0.05
 """Predicted and real shares of claims agree within 5 points."""

@@ -68,3 +68,10 @@ SELECT extract(epoch FROM max(a.finished_at) - min(a.claimed_at)) AS span_second
   FROM fairsched.attempts a
   JOIN fairsched.jobs j ON j.id = a.job_id
  WHERE j.queue_name = %(queue)s AND j.id BETWEEN %(first)s AND %(last)s
+
+-- name: demo_database_get
+-- The demo's own database beside the current one: its name (the current one's plus a
+-- suffix), whether it exists, and the role that would create it.
+SELECT current_database() || %(suffix)s AS name,
+       EXISTS (SELECT FROM pg_database WHERE datname = current_database() || %(suffix)s) AS present,
+       current_user AS role

@@ -1,0 +1,57 @@
+"""The heartbeater: renews the leases of running jobs whose reported progress advanced.
+
+One thread per worker walks the running jobs (:class:`~fairsched.worker.runtime.Running`)
+a few times per shortest lease; a renewal the database refuses marks the job's lease
+lost, and an outage is logged and retried at the next beat.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from fairsched.client import Client
+from fairsched.db.connection import redact
+from fairsched.worker.app import Job
+from fairsched.worker.service import TRANSIENT, Crash, Service
+
+if TYPE_CHECKING:
+    from fairsched.worker.runtime import Running
+
+log = logging.getLogger(__name__)
+
+IDLE_TICK = 0.25
+"""Longest pause of the heartbeat thread (a new job's first renewal is due at lease/3)."""
+
+
+class Heartbeater(Service):
+    """Renews the leases of running jobs whose reported progress advanced."""
+
+    def __init__(self, client: Client, running: Running, on_crash: Crash) -> None:
+        super().__init__("fairsched-heartbeat", on_crash)
+        self._client = client
+        self._running = running
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            jobs = self._running.snapshot()
+            for job in jobs:
+                self._beat(job)
+            shortest = min((job.lease.lease_seconds for job in jobs), default=IDLE_TICK * 6)
+            self._stop.wait(min(IDLE_TICK, max(0.05, shortest / 6)))
+
+    def _beat(self, job: Job) -> None:
+        due, value = job.heartbeat_due(time.monotonic())
+        if not due or job.lost:
+            return
+        try:
+            held = self._client.heartbeat(job.lease, progress=value)
+        except TRANSIENT as e:
+            log.warning("heartbeat of job %d failed (%s); retrying", job.id, redact(str(e)))
+            return
+        if held:
+            job.renewed(value, time.monotonic())
+        else:
+            job.mark_lost()
+            log.warning("job %d attempt %d: lease lost (heartbeat refused)", job.id, job.attempt)
