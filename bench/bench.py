@@ -1,8 +1,11 @@
-"""``fairsched bench``: the performance bar of DESIGN.md §7, measured side by side in one run.
+"""The lab (``python -m bench``): the performance bar of DESIGN.md §7, measured side by side
+in one run.
 
 Each scenario runs on scratch databases of one PostgreSQL server (the embedded
 one by default) and reports ratios against a reference measured in the same
-run. Every figure is the median over ``repeats`` runs, with min and max.
+run. Every figure is the median over ``repeats`` runs, with min and max. The
+scratch databases and the worker processes are the product's
+(:mod:`fairsched.bench`, which ``fairsched bench`` runs for users).
 """
 
 from __future__ import annotations
@@ -10,29 +13,24 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bench import claimbench, commitprobe, peers
 from bench.commitprobe import Commit, commit_probe, db_clock
 from bench.cputime import CpuMeter, local_backends
+from bench.sql import QUERIES
+from fairsched.bench import QUEUE, scratch_db, worker_processes
 from fairsched.client import Client
-from fairsched.db.sql import QUERIES
+from fairsched.db.sql import QUERIES as ENGINE_QUERIES
 from fairsched.engine.claim import jobs_claim
 from fairsched.engine.enqueue import JobSpec
 from fairsched.engine.lease import leases_complete
@@ -41,7 +39,6 @@ from fairsched.settings import QueueSettings, Settings
 from fairsched.worker.headkeeper import HeadKeeper
 from fairsched.worker.listener import APPLICATION_NAME as LISTENER_NAME
 
-QUEUE = "bench"
 BIG = "big"
 """The noisy-neighbour scenario's flooding tenant."""
 
@@ -116,67 +113,10 @@ def short_count(n: int) -> str:
 # -- scratch databases and workers --------------------------------------------
 
 
-@contextmanager
-def scratch_db(admin_dsn: str, *, migrate: bool = True) -> Iterator[str]:
-    """A new database on the bench server (migrated), dropped afterwards."""
-    name = "fairsched_bench_" + uuid.uuid4().hex[:10]
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    params = conninfo_to_dict(admin_dsn)
-    params["dbname"] = name
-    dsn = make_conninfo("", **params)
-    try:
-        if migrate:
-            with Client(dsn) as client:
-                client.migrate()
-        yield dsn
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
 def declare_bench_queue(client: Client, policies: Sequence[str], *, notify: bool = False) -> None:
     """The bench queue with the given policy stack; no NOTIFY unless asked (the throughput
     scenarios enqueue whole backlogs, where a notification per batch wakes nobody new)."""
     client.declare_queue(QUEUE, QueueSettings(notify=notify, lease_seconds=60, policies=list(policies)))
-
-
-@contextmanager
-def worker_processes(dsn: str, count: int, slots: int) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """``count`` real ``fairsched worker`` processes on the bench queue; SIGTERM on exit."""
-    env = {
-        **os.environ,
-        "FAIRSCHED_DATABASE_URL": dsn,
-        "FAIRSCHED_POLL_INTERVAL_SECONDS": "0.05",
-        "FAIRSCHED_RECOVERY_INTERVAL_SECONDS": "5",
-    }
-    env.pop("FAIRSCHED_CONFIG", None)
-    cmd = [
-        sys.executable,
-        "-m",
-        "fairsched",
-        "worker",
-        "--app",
-        "bench.benchapp:app",
-        "--queue",
-        f"{QUEUE}={slots}",
-    ]
-    procs = [
-        subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(count)
-    ]
-    try:
-        yield procs
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 STARTED_POLL_SECONDS = 0.02
@@ -189,7 +129,7 @@ time from the workers measured (each poll walks the claim index's dead head)."""
 
 def poll(
     conn: psycopg.Connection,
-    query: str,
+    query: LiteralString,
     params: dict[str, Any],
     ready: Callable[[Any], bool],
     *,
@@ -197,12 +137,12 @@ def poll(
     timeout: float,
     what: str,
 ) -> Any:
-    """Run the one-value ``query`` every ``interval`` seconds until ``ready`` holds for its
+    """Run the one-value ``query`` (its text) every ``interval`` seconds until ``ready`` holds for its
     value, and return that value; ``TimeoutError`` ("<what> within <timeout> s") after
     ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        row = conn.execute(QUERIES[query], params).fetchone()
+        row = conn.execute(query, params).fetchone()
         if row and ready(row[0]):
             return row[0]
         time.sleep(interval)
@@ -214,7 +154,7 @@ def wait_drained(dsn: str, left: int = 0, timeout: float = 600.0) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         poll(
             conn,
-            "bench_unfinished",
+            QUERIES["bench_unfinished"],
             {"queue": QUEUE, "cap": left + 1},
             lambda unfinished: unfinished <= left,
             interval=DRAIN_POLL_SECONDS,
@@ -259,7 +199,7 @@ def figure_rows(dsn: str, query: str, params: dict[str, Any]) -> list[tuple[Any,
     drain, ANALYZE still counts the jobs pending, and the plan of a join to the attempts
     view that expects one succeeded job is a nested loop over all of them."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("ANALYZE fairsched.jobs, fairsched.attempt_log")
+        conn.execute("ANALYZE")  # a scratch database: its every table, none named
         return conn.execute(QUERIES[query], params).fetchall()
 
 
@@ -274,7 +214,7 @@ def wait_started(conn: psycopg.Connection, jobs: int, timeout: float = 120.0) ->
     jobs were unfinished then."""
     unfinished = poll(
         conn,
-        "bench_unfinished",
+        QUERIES["bench_unfinished"],
         {"queue": QUEUE, "cap": jobs},
         lambda unfinished: unfinished < jobs,
         interval=STARTED_POLL_SECONDS,
@@ -330,7 +270,7 @@ def wait_claiming(conn: psycopg.Connection, timeout: float = 120.0) -> None:
     """Poll until a bench job is running (the workers have started claiming)."""
     poll(
         conn,
-        "bench_running",
+        QUERIES["bench_running"],
         {"queue": QUEUE},
         bool,
         interval=STARTED_POLL_SECONDS,
@@ -581,7 +521,7 @@ def wait_listening(conn: psycopg.Connection, workers: int, timeout: float = 120.
     """Poll until ``workers`` worker processes listen for jobs (their claimers run)."""
     poll(
         conn,
-        "workers_listening",
+        ENGINE_QUERIES["workers_listening"],
         {"application_name": LISTENER_NAME},
         lambda listening: listening >= workers,
         interval=STARTED_POLL_SECONDS,
@@ -596,7 +536,7 @@ def wait_small_done(dsn: str, target: int, timeout: float = 300.0) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn, suppress(TimeoutError):
         poll(
             conn,
-            "bench_claimed_except",
+            QUERIES["bench_claimed_except"],
             {"queue": QUEUE, "tenant": BIG},
             lambda claimed: claimed >= target,
             interval=0.1,

@@ -17,7 +17,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from fairsched.db.sql import QUERIES
+from bench.sql import QUERIES
+from fairsched.db.sql import QUERIES as ENGINE_QUERIES
 from fairsched.engine.claim import (
     claim_execute,
     claim_params,
@@ -114,7 +115,7 @@ def claim_explain(conn: psycopg.Connection, names: Sequence[str], queue: str, *,
     statement = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}").format(claim_statement(names, params))
     with conn.transaction(force_rollback=True):
         if tenant_first(names):
-            conn.execute(QUERIES["claim_plan_generic"])
+            conn.execute(ENGINE_QUERIES["claim_plan_generic"])
         row = conn.execute(statement, params).fetchone()
     assert row is not None
     plan = row[0][0]["Plan"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from fairsched.db.sql import QUERIES
+from bench.sql import QUERIES
 
 PROBE_INTERVAL = 0.02
 """Seconds between one probe commit's return and the next one's start: a stall longer

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psycopg
 
-from fairsched.db.sql import QUERIES
+from bench.sql import QUERIES
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -1,8 +1,10 @@
 """The chaos ledger and its checker: what a queue checker counts after faults (as in Jepsen).
 
-A handler under test records each execution in ``bench.ledger`` (keyed by
+A handler under test records each execution in ``fairsched_lab.ledger`` (keyed by
 job id and lease token, in database time) when it starts and when its work is
-done; the test records each killed worker in ``fairsched.ledger_deaths``. The
+done; the test records each killed worker in ``fairsched_lab.ledger_deaths``. The
+tables live in the lab's own schema (:data:`bench.sql.LAB_SCHEMA`), never in
+``fairsched``: :func:`ledger_create` makes them, :func:`ledger_drop` removes them. The
 checker then compares the ledger with what producers were told (acknowledged
 job ids) and with the job table:
 
@@ -29,8 +31,8 @@ from itertools import pairwise
 import psycopg
 from psycopg.rows import class_row
 
+from bench.sql import QUERIES
 from fairsched.db.connection import operation
-from fairsched.db.sql import QUERIES
 from fairsched.engine.lease import Lease
 
 
@@ -102,11 +104,17 @@ def _span(report: LedgerReport) -> str:
 
 
 def ledger_create(conn: psycopg.Connection, *, reset: bool = False) -> None:
-    """Create the ledger tables (``reset``: empty them)."""
+    """Create the lab's schema and the ledger tables in it (``reset``: empty them)."""
     with operation("ledger_create"):
         conn.execute(QUERIES["ledger_create"])
         if reset:
             conn.execute(QUERIES["ledger_reset"])
+
+
+def ledger_drop(conn: psycopg.Connection) -> None:
+    """Drop the ledger tables, and the lab's schema when nothing else of the lab is in it."""
+    with operation("ledger_drop"):
+        conn.execute(QUERIES["ledger_drop"])
 
 
 def ledger_start(conn: psycopg.Connection, lease: Lease) -> None:

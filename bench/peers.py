@@ -2,7 +2,7 @@
 
 - a plain ``FOR UPDATE SKIP LOCKED`` loop on the seed table, claiming and
   completing 50 jobs per transaction (the ceiling a bare queue reaches);
-- pgqueuer and procrastinate with their own workers (``bench`` extra), each in
+- pgqueuer and procrastinate with their own workers (``bench/requirements.txt``), each in
   its own database on the same server: draining no-op jobs, and in the noisy
   neighbour's workload (:func:`peer_noisy_run`).
 
@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import psycopg
 
 from bench.cputime import CpuMeter, is_backend_of
-from fairsched.db.sql import QUERIES
+from bench.sql import QUERIES
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def plain_loop(dsn: str, *, jobs: int, workers: int, batch: int = 50) -> Through
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(QUERIES["plain_install"])
         conn.execute(QUERIES["plain_fill"], {"jobs": jobs})
-        conn.execute("VACUUM ANALYZE bench_plain.jobs")
+        conn.execute("VACUUM ANALYZE fairsched_lab.plain_jobs")
         database = conn.info.dbname
     backends: list[int] = []
     client_start, server = 0.0, CpuMeter(())
@@ -107,7 +107,7 @@ def plain_loop(dsn: str, *, jobs: int, workers: int, batch: int = 50) -> Through
         t.join()
     client_cpu = time.process_time() - client_start
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT count(*) FROM bench_plain.jobs WHERE status = 'succeeded'").fetchone()
+        row = conn.execute(QUERIES["plain_succeeded"]).fetchone()
     measured = len(server_cpu) == workers
     return Throughput(
         int(row[0]) if row else 0,

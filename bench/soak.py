@@ -10,8 +10,9 @@ executions of one job both ran, against the lease), stale completions accepted.
 
 :class:`Soak` is the same load without the chaos thread, for tests that inject
 their own faults (a server restart, killed connections, PgBouncer, a wrong
-clock). Run either on a database of its own: it uses the queue ``soak`` and
-empties the ledger tables.
+clock). Run either on a database of its own: it uses the queue ``soak``, and the
+ledger's tables in the lab's schema (``fairsched_lab``), emptied when it starts and
+dropped once checked.
 """
 
 from __future__ import annotations
@@ -37,14 +38,15 @@ from bench.ledger import (
     ledger_check,
     ledger_create,
     ledger_death,
+    ledger_drop,
     ledger_end,
     ledger_pause,
     ledger_resume,
     ledger_start,
 )
+from bench.sql import QUERIES
 from fairsched.client import Client
 from fairsched.db.connection import connect, operation, redact
-from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import JobSpec
 from fairsched.errors import DatabaseError, FairschedError, InvalidInput, LeaseLost, RetryableError
 from fairsched.settings import QueueSettings, Settings
@@ -52,6 +54,8 @@ from fairsched.worker.app import App, Job
 
 QUEUE = "soak"
 APP_SPEC = "bench.soak:app"
+LAB_ROOT = Path(__file__).resolve().parents[1]
+"""The folder that holds the lab's package ``bench`` (the repository's root)."""
 LEDGER_URL_ENV = "FAIRSCHED_LEDGER_URL"
 """Where the soak handler writes its ledger (default: ``FAIRSCHED_DATABASE_URL``)."""
 STEP_SECONDS = 0.05
@@ -229,7 +233,9 @@ class Soak:
     checker then counts ordering violations. Worker ``i`` gets the extra variables
     ``worker_envs[i % len(worker_envs)]`` (e.g. libfaketime's ``LD_PRELOAD`` and
     ``FAKETIME`` for a worker whose clock is wrong; preload the library rather than
-    wrap the command, so signals reach the worker).
+    wrap the command, so signals reach the worker). The ledger's tables are dropped once
+    checked, unless ``keep_ledger`` (for a test that reads them afterwards, then drops
+    them with :func:`bench.ledger.ledger_drop`).
     """
 
     def __init__(
@@ -251,6 +257,7 @@ class Soak:
         worker_envs: Sequence[Mapping[str, str]] = ({},),
         policies: Sequence[str] = ("fifo",),
         aggregates: int = 0,
+        keep_ledger: bool = False,
     ) -> None:
         if workers < 1 or slots < 1 or rate <= 0 or lease_seconds <= 0:
             raise InvalidInput("workers, slots, rate and lease must be positive")
@@ -266,6 +273,7 @@ class Soak:
         self.worker_envs = [dict(extra) for extra in worker_envs] or [{}]
         self.policies = list(policies)
         self.aggregates = aggregates
+        self.keep_ledger = keep_ledger
         self.env = _worker_env(worker_dsn or dsn, dsn, lease_seconds, worker_env)
         self.worker_count = workers
         self.workers: list[SoakWorker] = []
@@ -336,6 +344,8 @@ class Soak:
         if self._errors:
             raise self._errors[0]
         report, stale = self._retrying(self._check)
+        if not self.keep_ledger:
+            self._retrying(ledger_drop)
         self.result = SoakResult(
             duration_seconds=duration,
             jobs_enqueued=len(self.acknowledged),
@@ -548,6 +558,8 @@ def _worker_env(
             "FAIRSCHED_GRACE_PERIOD_SECONDS": "5",
         }
     )
+    # The workers import the soak handler from the lab, which is no installed package.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(LAB_ROOT), os.environ.get("PYTHONPATH")]))
     env.update(extra or {})
     return env
 

@@ -1,4 +1,4 @@
-"""``fairsched bench`` runs its scenarios end to end on real workers and reports figures."""
+"""The lab (``python -m bench``) runs its scenarios end to end on real workers and reports figures."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,14 +16,17 @@ from bench.claimbench import STACKS
 from fairsched.errors import InvalidInput
 
 ENTITLED = {"w1": 12.5, "w2": 25.0, "w5": 62.5}
+REPO = Path(__file__).resolve().parents[2]
+"""The repository's root, where ``python -m bench`` finds the lab."""
 
 
 def run_bench(server_dsn: str, *args: str) -> dict[str, object]:
     env = {**os.environ, "FAIRSCHED_DATABASE_URL": server_dsn}
     env.pop("FAIRSCHED_CONFIG", None)
     done = subprocess.run(
-        [sys.executable, "-m", "fairsched", "bench", "--repeats", "1", "--json", *args],
+        [sys.executable, "-m", "bench", "--repeats", "1", "--json", *args],
         env=env,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=600,
@@ -33,7 +37,7 @@ def run_bench(server_dsn: str, *args: str) -> dict[str, object]:
     return result
 
 
-def figures_by_name(result: dict[str, object]) -> dict[str, dict[str, float]]:
+def figures_by_name(result: dict[str, object]) -> dict[str, dict[str, Any]]:
     figures = result["figures"]
     assert isinstance(figures, list)
     return {f["name"]: f for f in figures}
@@ -71,7 +75,7 @@ def test_bench_e2e_and_memory_report_measured_ratios(server_dsn: str) -> None:
     ours_cpu = cpu["fairsched", "workers"] + cpu["fairsched", "backends"]
     plain_cpu = cpu["plain loop", "client"] + cpu["plain loop", "backends"]
     assert cpu_ratio == pytest.approx(ours_cpu / plain_cpu, rel=1e-6)
-    # The peers ran their own workers on the same server (the test extra installs them).
+    # The peers ran their own workers on the same server (bench/requirements.txt installs them).
     for peer in ("pgqueuer", "procrastinate"):
         rate = figures[f"{peer} jobs/s"]["median"]
         assert rate > 0
@@ -112,12 +116,12 @@ def test_bench_claims_backlog_noisy_and_shares_report_their_figures_and_charts(
             assert figures[f"{'+'.join(stack)} / fifo claim rate"]["median"] > 0, stack
     assert figures["weighted+aging+serial / fifo claim rate"]["bar"] == ">= 0.8"
     # (2) buffers per claim and claim rate at each backlog size, and their growth
-    for stack in ("fifo", "weighted+aging+serial"):
-        small = figures[f"{stack} buffers/claim at 5,000"]["median"]
-        large = figures[f"{stack} buffers/claim at 10,000"]["median"]
+    for name in ("fifo", "weighted+aging+serial"):
+        small = figures[f"{name} buffers/claim at 5,000"]["median"]
+        large = figures[f"{name} buffers/claim at 10,000"]["median"]
         assert small > 0 and large > 0
-        assert figures[f"{stack} buffers 10k / 5k"]["median"] == pytest.approx(large / small, rel=1e-6)
-        assert figures[f"{stack} claims/s at 10,000"]["median"] > 0
+        assert figures[f"{name} buffers 10k / 5k"]["median"] == pytest.approx(large / small, rel=1e-6)
+        assert figures[f"{name} claims/s at 10,000"]["median"] > 0
     # (4) and (7): the small tenants' waits with and without the flood, and the flood's
     # throughput, on fairsched and on each peer's own workers (their figures are prefixed)
     for prefix in ("", "pgqueuer ", "procrastinate "):
@@ -143,8 +147,8 @@ def test_bench_claims_backlog_noisy_and_shares_report_their_figures_and_charts(
     # Beside fairsched's phases, the commit probe's latency and how much of the small
     # tenants' tail overlapped its stalls.
     for when in ("no flood", "flood"):
-        p99, slowest = (figures[f"commit probe {what}, {when}"]["median"] for what in ("p99", "slowest"))
-        assert 0 < p99 <= slowest, (when, p99, slowest)
+        probe_p99, slowest = (figures[f"commit probe {k}, {when}"]["median"] for k in ("p99", "slowest"))
+        assert 0 < probe_p99 <= slowest, (when, probe_p99, slowest)
         stalled = figures[f"small tenants' top 1% waits met a commit over 20 ms, {when}"]
         assert 0 <= stalled["median"] <= 1 and stalled["unit"] == "share", stalled
     # (5) weights 1:2:5 under saturation: each tenant near its entitlement (fifo would give
@@ -187,8 +191,9 @@ def test_backlog_sizes_are_parsed() -> None:
 def test_bench_refuses_an_unknown_scenario(server_dsn: str) -> None:
     env = {**os.environ, "FAIRSCHED_DATABASE_URL": server_dsn}
     done = subprocess.run(
-        [sys.executable, "-m", "fairsched", "bench", "--scenario", "nope"],
+        [sys.executable, "-m", "bench", "--scenario", "nope"],
         env=env,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,

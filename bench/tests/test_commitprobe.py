@@ -18,7 +18,7 @@ def test_a_commit_held_up_on_the_server_is_recorded_as_a_stall_when_it_happened(
         time.sleep(0.1)  # a few quick commits first
         # The probe's next commit waits for this row lock as a commit waits for a
         # stalled WAL flush: the client sees one slow round trip.
-        blocker.execute("SELECT n FROM bench_probe.commits WHERE id = 1 FOR UPDATE")
+        blocker.execute("SELECT n FROM fairsched_lab.probe_commits WHERE id = 1 FOR UPDATE")
         held_from = db_clock(blocker)
         time.sleep(hold)
         held_to = db_clock(blocker)

@@ -1,106 +1,72 @@
-"""``fairsched bench``."""
+"""``fairsched bench``: end-to-end throughput of this install on the configured server."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import json
 
 import typer
+from rich.table import Table
 
 from fairsched import load_settings
 from fairsched.cli.main import ConfigOption, JsonOption, console, print_table
 from fairsched.errors import InvalidInput
 
+FIFO = ("fifo",)
+
 
 def bench(
-    scenario: list[str] = typer.Option(
-        [], "--scenario", help="claims, backlog, churn, e2e, noisy, shares, memory (repeatable; default all)"
-    ),
-    churn_backlog: int = typer.Option(
-        1_000_000, "--churn-backlog", min=1000, help="backlog of the churn scenario (as many are churned)"
-    ),
-    jobs: int = typer.Option(20_000, "--jobs", min=1000, help="jobs per end-to-end run"),
-    large_backlog: int = typer.Option(
-        1_000_000, "--large-backlog", min=1000, help="backlog of the end-to-end run timed on a large backlog"
-    ),
-    claims_backlog: int = typer.Option(
-        100_000, "--claims-backlog", min=25_000, help="backlog of the claims scenario (it claims 19,200)"
-    ),
-    backlogs: str = typer.Option(
-        "10000,100000,1000000", "--backlogs", help="backlog sizes of the backlog scenario, ascending"
-    ),
-    noisy_seconds: float = typer.Option(
-        15.0, "--noisy-seconds", min=1, max=3600, help="length of each noisy-neighbour run"
-    ),
-    shares_claims: int = typer.Option(
-        10_000, "--shares-claims", min=100, help="claims counted in the shares scenario"
-    ),
+    jobs: int = typer.Option(20_000, "--jobs", min=100, max=10_000_000, help="no-op jobs per stack"),
     workers: int = typer.Option(2, "--workers", min=1, max=32, help="worker processes"),
     slots: int = typer.Option(50, "--slots", min=1, max=1000, help="slots per worker process"),
-    repeats: int = typer.Option(3, "--repeats", min=1, max=20, help="runs per figure (median, min, max)"),
-    policies: str = typer.Option("weighted,aging,serial", "--policies", help="the composed stack measured"),
-    output: Path | None = typer.Option(None, "--output", help="also write the JSON results here"),
-    plot: Path | None = typer.Option(None, "--plot", help="write PNG charts into this folder"),
-    soak: bool = typer.Option(False, "--soak", help="run the crash-injection soak instead"),
-    duration: float = typer.Option(600.0, "--duration", min=1, help="soak length in seconds"),
+    policies: str = typer.Option(
+        "weighted,aging,serial", "--policies", help="the composed stack measured beside fifo"
+    ),
     config: str | None = ConfigOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Measure fairsched against the bar (DESIGN.md section 7) and the peers, as ratios.
+    """Measure jobs/s end to end (claim, run, complete) for fifo and a composed stack.
 
-    Every scenario runs on scratch databases of one server: FAIRSCHED_DATABASE_URL's,
-    or the embedded one. ``--soak`` runs producers and workers with random kill -9
-    and SIGSTOP for ``--duration`` seconds and prints the ledger's counts.
+    Each stack runs on a scratch database of the configured server (FAIRSCHED_DATABASE_URL's,
+    or the embedded one), dropped afterwards: your own database is not touched. Real
+    ``fairsched worker`` processes run the built-in no-op handlers (fairsched.bench:app);
+    the claim-only rate is one connection claiming one job at a time. For the design's
+    bar and the peers, see the repository's lab: ``python -m bench``.
     """
-    from bench import bench as bench_run
-    from bench.peers import peers_available
+    from fairsched import bench as product_bench
     from fairsched.db.embedded import embedded_dsn
+    from fairsched.policy.registry import resolve
 
+    stack = tuple(name.strip() for name in policies.split(",") if name.strip())
+    if not stack:
+        raise InvalidInput("--policies: name one policy or more, separated by commas")
+    resolve(list(stack))  # an unknown policy fails here, before any database is made
     settings = load_settings(config)
     admin_dsn = settings.database_url or embedded_dsn(settings.data_dir, database="postgres")
-    if soak:
-        from bench.soak import run_soak
-
-        with bench_run.scratch_db(admin_dsn, migrate=False) as dsn:
-            result = run_soak(dsn, duration, progress=lambda line: console(stderr=True).print(line))
-        typer.echo(result.summary())
-        raise typer.Exit(0 if result.ok else 1)
-    chosen = scenario or list(bench_run.SCENARIOS)
-    unknown = sorted(set(chosen) - set(bench_run.SCENARIOS))
-    if unknown:
-        raise InvalidInput(f"unknown scenario {', '.join(unknown)}; known: {', '.join(bench_run.SCENARIOS)}")
-    sizes = bench_run.parse_backlogs(backlogs)
-    if plot is not None and importlib.util.find_spec("matplotlib") is None:
-        raise InvalidInput("--plot needs matplotlib: pip install -e '.[bench]'")
-    peer_scenarios = {"e2e", "noisy"} & set(chosen)
-    missing = [name for name, found in peers_available().items() if not found] if peer_scenarios else []
-    if missing:
-        console(stderr=True).print(
-            f"{' and '.join(missing)} not installed: no figures against them (pip install -e '.[bench]')"
-        )
-    stack = tuple(name.strip() for name in policies.split(",") if name.strip())
-    cfg = bench_run.BenchConfig(
-        admin_dsn=admin_dsn,
-        jobs=jobs,
-        workers=workers,
-        slots=slots,
-        repeats=repeats,
-        policies=stack,
-        churn_backlog=churn_backlog,
-        large_backlog=large_backlog,
-        claims_backlog=claims_backlog,
-        backlogs=sizes,
-        noisy_seconds=noisy_seconds,
-        shares_claims=shares_claims,
-    )
-    figures, plots = bench_run.run(cfg, chosen)
-    text = bench_run.to_json(figures, cfg)
-    if output is not None:
-        output.write_text(text + "\n")
+    stacks = [FIFO] if stack == FIFO else [FIFO, stack]
+    say = console(stderr=True)
+    results = []
+    for names in stacks:
+        say.print(f"{'+'.join(names)}: {jobs:,} jobs, {workers} workers x {slots} slots")
+        results.append(product_bench.measure(admin_dsn, names, jobs=jobs, workers=workers, slots=slots))
+    data = product_bench.to_dict(results, jobs=jobs, workers=workers, slots=slots)
     if as_json:
-        typer.echo(text)
-    else:
-        print_table(bench_run.render(figures))
-    if plot is not None:
-        for path in bench_run.write_plots(plots, plot):
-            console(stderr=as_json).print(f"wrote {path}")
+        typer.echo(json.dumps(data, indent=2))
+        return
+    table = Table(title="fairsched bench (no-op jobs, scratch databases)")
+    for column in ("policies", "end to end jobs/s", "claims/s (1 per claim, one connection)", "jobs", "s"):
+        table.add_column(column, justify="left" if column == "policies" else "right")
+    for r in results:
+        table.add_row(
+            "+".join(r.policies),
+            f"{r.jobs_per_second:,.0f}",
+            f"{r.claims_per_second:,.0f}",
+            f"{r.jobs:,}",
+            f"{r.seconds:.2f}",
+        )
+    print_table(table)
+    if "ratio" in data:
+        ratio = data["ratio"]
+        console().print(
+            f"{ratio['stacks'][0]} / {ratio['stacks'][1]}: {ratio['jobs_per_second']:.2f} end to end, "
+            f"{ratio['claims_per_second']:.2f} claim-only"
+        )

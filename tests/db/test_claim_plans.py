@@ -32,11 +32,11 @@ from fairsched.db.sql import QUERIES
 from fairsched.engine.claim import (
     claim_params,
     claim_session_configure,
-    compose_claim,
     jobs_claim,
     tenant_first,
 )
 from fairsched.engine.claimheads import statistics_refresh
+from fairsched.engine.composer import compose_claim
 from fairsched.engine.enqueue import JobSpec
 from fairsched.engine.lease import (
     Failure,
@@ -378,7 +378,7 @@ def test_a_tenant_first_claim_scans_its_tenants_own_jobs_when_analyze_saw_one_te
 ) -> None:
     """A flood queued first, analyzed before anyone else queued: ANALYZE counts one tenant.
     The claim's generic plan, which cannot see the tenant, must still scan each tenant's
-    jobs through the tenant's own index (migration 050); through the queue-wide index
+    jobs through the tenant's own index (the tenant column's n_distinct); through the queue-wide index
     every other tenant's scan walks the whole flood first, on every claim. Counting one
     tenant, the planner costs the two indexes within a hair of each other, and trivia
     decide (of these queues, only "big" got the tenant's index)."""

@@ -17,6 +17,7 @@ import psycopg
 from fault_support import ensure_tools
 from worker_support import wait_for
 
+from bench.ledger import ledger_drop
 from bench.soak import Soak
 
 SKEWS = {0: timedelta(hours=2), 1: timedelta(hours=-2), 2: timedelta(0)}
@@ -47,6 +48,7 @@ def test_workers_with_wrong_clocks_keep_leases_in_database_time(
         work_seconds=(0.05, 0.4),
         log_dir=tmp_path,
         worker_envs=FAKED,
+        keep_ledger=True,
     )
     with soak:
         soak.run_for(2.0)
@@ -67,13 +69,14 @@ def test_workers_with_wrong_clocks_keep_leases_in_database_time(
     assert report.longest_overlap_seconds <= lease
     row = db.execute(
         "SELECT count(*), count(*) FILTER (WHERE expires_at - claimed_at <> make_interval(secs => %s))"
-        " FROM bench.ledger",
+        " FROM fairsched_lab.ledger",
         (lease,),
     ).fetchone()
     assert row is not None and row[0] > 0 and row[1] == 0, "every lease: claim time + lease, database time"
     late = db.execute(
-        "SELECT count(*) FROM bench.ledger l JOIN fairsched.ledger_deaths d USING (owner)"
+        "SELECT count(*) FROM fairsched_lab.ledger l JOIN fairsched_lab.ledger_deaths d USING (owner)"
         " WHERE l.started_at > d.at"
     ).fetchone()
     assert late == (0,), "a killed worker executed nothing after its death"
+    ledger_drop(db)
     assert result.ok
