@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 from fairsched import load_settings
-from fairsched.cli.main import ConfigOption, JsonOption, console
+from fairsched.cli.root import ConfigOption, JsonOption, console
 from fairsched.errors import FairschedError, InvalidInput
 
 app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)

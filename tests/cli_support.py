@@ -35,7 +35,7 @@ def cli_process(
     full = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSCHED_")}
     full.update({k: v for k, v in env.items() if v is not None})
     return subprocess.run(
-        [sys.executable, "-m", "fairsched.cli.main", *args],
+        [sys.executable, "-m", "fairsched", *args],
         env=full,
         capture_output=True,
         text=True,

@@ -1,1 +1,2 @@
-"""The ``fairsched`` command line: one module per command group, renderers apart."""
+"""The ``fairsched`` command line: one module per command group, renderers apart; the
+command table and the console script's entry point are in :mod:`fairsched.cli.main`."""

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from fairsched import load_settings
-from fairsched.cli.main import ConfigOption, JsonOption, console, print_table
+from fairsched.cli.root import ConfigOption, JsonOption, console, print_table
 from fairsched.errors import InvalidInput
 
 FIFO = ("fifo",)

@@ -1,0 +1,116 @@
+"""Configuration between a TOML file and the database: fairsched config check, apply, diff, export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from fairsched import load_settings
+from fairsched.cli.root import ConfigOption, JsonOption, database_now, open_client, print_json
+from fairsched.errors import ConfigError
+from fairsched.settings import TenantSettings
+
+app = typer.Typer(
+    help="Configuration between a TOML file and the database: check, apply, diff, export.",
+    no_args_is_help=True,
+)
+
+FileArgument = typer.Argument(None, help="TOML file (default: --config / FAIRSCHED_CONFIG)")
+
+
+def _config_file(file: Path | None, config: str | None) -> Path:
+    chosen = file or (Path(config) if config else None)
+    if chosen is None:
+        raise typer.BadParameter("give a FILE or set --config / FAIRSCHED_CONFIG", param_hint="FILE")
+    return chosen
+
+
+@app.command("check")
+def config_check(
+    file: Path | None = FileArgument, config: str | None = ConfigOption, as_json: bool = JsonOption
+) -> None:
+    """Validate a config file (and FAIRSCHED_* overrides); name every bad key and value."""
+    from fairsched.config import sync as configsync
+
+    path = _config_file(file, config)
+    settings = load_settings(path)
+    configsync.check(settings, str(path))
+    if as_json:
+        print_json(
+            {
+                "file": str(path),
+                "queues": sorted(settings.queues),
+                "tenants": {name: t.weight for name, t in sorted(settings.tenants.items())},
+            }
+        )
+        return
+    queues = ", ".join(sorted(settings.queues)) or "none"
+    typer.echo(f"{path}: ok (queues: {queues}; tenants: {len(settings.tenants)})")
+
+
+@app.command("apply")
+def config_apply(file: Path | None = FileArgument, config: str | None = ConfigOption) -> None:
+    """Write the file's queues, policies, tenant weights and caps to the database, atomically.
+
+    Top-level [tenants.X] apply to every queue whose stack has the weighted policy,
+    unless the queue lists the tenant itself. Nothing absent from the file is deleted.
+    """
+    from fairsched.config import sync as configsync
+
+    path = _config_file(file, config)
+    settings = load_settings(path)
+    if not settings.queues:
+        raise ConfigError(f"{path}: declares no queues; nothing to apply")
+    configsync.check(settings, str(path))
+    with open_client(None, settings) as client, client.connection() as conn:
+        configsync.apply(conn, settings)
+    typer.echo(f"applied {len(settings.queues)} queues: {', '.join(sorted(settings.queues))}")
+
+
+@app.command("diff")
+def config_diff(
+    file: Path | None = FileArgument,
+    config: str | None = ConfigOption,
+    exit_code: bool = typer.Option(False, "--exit-code", help="exit 1 when something differs"),
+    as_json: bool = JsonOption,
+) -> None:
+    """What differs between a config file and the database (queues, policies, tenants)."""
+    from fairsched.config import sync as configsync
+
+    path = _config_file(file, config)
+    settings = load_settings(path)
+    configsync.check(settings, str(path))
+    with open_client(None, settings) as client, client.connection() as conn:
+        differences = configsync.diff(settings, configsync.database_settings(conn))
+    if as_json:
+        print_json([vars(d) | {"file": _plain(d.file), "database": _plain(d.database)} for d in differences])
+    elif differences:
+        for difference in differences:
+            typer.echo(difference.line())
+    else:
+        typer.echo(f"{path}: the database matches")
+    if differences and exit_code:
+        raise typer.Exit(1)
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump() if isinstance(value, TenantSettings) else value
+
+
+@app.command("export")
+def config_export(
+    output: Path | None = typer.Option(None, "--output", "-o", help="write to this file, not stdout"),
+    config: str | None = ConfigOption,
+) -> None:
+    """The database's queues, policies and tenant settings as TOML (config apply reads it back)."""
+    from fairsched.config import sync as configsync
+
+    with open_client(config) as client, client.connection() as conn:
+        text = configsync.export_toml(configsync.database_settings(conn), now=database_now(conn))
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text, "utf-8")
+        typer.echo(f"wrote {output}", err=True)

@@ -1,0 +1,107 @@
+"""Live tuning of a queue's policy stack and settings: fairsched policy show, set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from fairsched.cli.render import policy_table, setting
+from fairsched.cli.root import (
+    LOOSE,
+    ConfigOption,
+    JsonOption,
+    QueueArgument,
+    open_client,
+    print_json,
+    print_table,
+    whole_number,
+)
+
+app = typer.Typer(help="A queue's policy stack and settings: show, set (live).", no_args_is_help=True)
+
+APPLIES_AT_ENQUEUE = {"max_attempts", "aging_interval_seconds", "notify"}
+"""Settings read when a job is enqueued: they apply to jobs enqueued after the change."""
+
+
+@app.command("show")
+def policy_show(
+    queue: str = QueueArgument, config: str | None = ConfigOption, as_json: bool = JsonOption
+) -> None:
+    """A queue's policy stack, its parameters, leases, retries and tenant settings."""
+    from fairsched.config import sync as configsync
+
+    with open_client(config) as client, client.connection() as conn:
+        stored = configsync.queue_settings(conn, queue)
+    values = {field: getattr(stored, field) for field in configsync.STORED_FIELDS}
+    tenants = {t: s.model_dump() for t, s in sorted(stored.tenants.items())}
+    if as_json:
+        print_json({"queue": queue, **values, "tenants": tenants})
+    else:
+        print_table(policy_table(queue, values, tenants))
+
+
+@app.command("set", context_settings=LOOSE)
+def policy_set(
+    queue: str = QueueArgument,
+    policies: str | None = typer.Option(None, "--policies", help="the stack, e.g. weighted,aging,serial"),
+    aging_interval: float | None = typer.Option(None, "--aging-interval", help="aging: seconds per level"),
+    serial_gap: str | None = typer.Option(None, "--serial-gap", help="serial: strict or lowest"),
+    serial_poison: str | None = typer.Option(None, "--serial-poison", help="serial: block or skip"),
+    charge: str | None = typer.Option(None, "--charge", help="weighted: count or runtime"),
+    tenant_cap: str | None = typer.Option(
+        None, "--tenant-cap", help="weighted: default cap per tenant, or none"
+    ),
+    lease: float | None = typer.Option(None, "--lease", help="lease seconds per claim and renewal"),
+    max_runtime: float | None = typer.Option(None, "--max-runtime", help="seconds; no renewal past it"),
+    max_attempts: int | None = typer.Option(None, "--max-attempts", help="attempts before dead"),
+    unknown_max_attempts: int | None = typer.Option(
+        None, "--unknown-max-attempts", help="attempts for failures of unknown kind"
+    ),
+    backoff_base: float | None = typer.Option(None, "--backoff-base", help="first retry delay ceiling (s)"),
+    backoff_max: float | None = typer.Option(None, "--backoff-max", help="longest retry delay (s)"),
+    notify: bool | None = typer.Option(None, "--notify/--no-notify", help="pg_notify workers on enqueue"),
+    config: str | None = ConfigOption,
+) -> None:
+    """Change a queue's policies and settings; running workers follow within seconds.
+
+    Claims read the stack (cached one second per process), lease, runtime, cap and
+    charge; failures read attempts and backoff; max attempts and the aging
+    interval are fixed per job at enqueue, so they apply to jobs enqueued next.
+    """
+    from fairsched.config import sync as configsync
+
+    changes: dict[str, Any] = {
+        "policies": [p.strip() for p in policies.split(",") if p.strip()] if policies is not None else None,
+        "aging_interval_seconds": aging_interval,
+        "serial_gap": serial_gap,
+        "serial_poison": serial_poison,
+        "charge": charge,
+        "tenant_cap": None if tenant_cap is None else _optional_cap(tenant_cap),
+        "lease_seconds": lease,
+        "max_runtime_seconds": max_runtime,
+        "max_attempts": max_attempts,
+        "unknown_max_attempts": unknown_max_attempts,
+        "backoff_base_seconds": backoff_base,
+        "backoff_max_seconds": backoff_max,
+        "notify": notify,
+    }
+    given = {k: v for k, v in changes.items() if v is not None}
+    if tenant_cap is not None:
+        given["tenant_cap"] = changes["tenant_cap"] or None
+    if not given:
+        raise typer.BadParameter("give at least one setting to change, e.g. --lease 60")
+    with open_client(config) as client, client.connection() as conn:
+        before, after = configsync.queue_settings_set(conn, queue, given)
+    changed = list(configsync.changed_fields(before, after))
+    if not changed:
+        typer.echo(f"{queue}: nothing changed")
+        return
+    for field, old, new in changed:
+        note = " (jobs enqueued from now on)" if field in APPLIES_AT_ENQUEUE else ""
+        typer.echo(f"{queue}.{field}: {setting(old)} -> {setting(new)}{note}")
+
+
+def _optional_cap(text: str) -> int:
+    """--tenant-cap: a positive whole number, or 0 for none."""
+    return 0 if text.strip().lower() == "none" else whole_number("--tenant-cap", text)

@@ -1,0 +1,125 @@
+"""Live tuning of tenants: fairsched tenant list, show, weight, cap."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from fairsched.cli.render import fields_table, number, tenant_table
+from fairsched.cli.root import (
+    LOOSE,
+    ConfigOption,
+    JsonOption,
+    QueueArgument,
+    TenantArgument,
+    open_client,
+    positive_number,
+    print_json,
+    print_table,
+    whole_number,
+)
+
+app = typer.Typer(help="Tenants of a queue: list, show, set weight or cap (live).", no_args_is_help=True)
+
+
+@app.command("list")
+def tenant_list(
+    queue: str = QueueArgument, config: str | None = ConfigOption, as_json: bool = JsonOption
+) -> None:
+    """Every tenant with share state on a queue: weight, cap, running, claims, shares."""
+    from fairsched.config import sync as configsync
+
+    with open_client(config) as client, client.connection() as conn:
+        stored = configsync.queue_settings(conn, queue)
+        shares = client.tenant_shares(queue)
+    claimed = sum(s.claimed_total for s in shares)
+    active_weight = sum(s.weight for s in shares if s.active)
+    rows: list[dict[str, Any]] = [
+        {
+            "tenant": s.tenant,
+            "weight": s.weight,
+            "cap": s.cap,
+            "effective_cap": s.cap or stored.tenant_cap,
+            "running": s.running,
+            "active": s.active,
+            "claimed_total": s.claimed_total,
+            "share": s.claimed_total / claimed if claimed else None,
+            "entitled": s.weight / active_weight if s.active and active_weight else 0.0,
+        }
+        for s in shares
+    ]
+    if as_json:
+        print_json(rows)
+    elif not rows:
+        typer.echo(f"no tenant has share state on {queue} yet (every tenant weighs 1)")
+    else:
+        print_table(tenant_table(queue, rows))
+
+
+@app.command("show")
+def tenant_show(
+    queue: str = QueueArgument,
+    tenant: str = TenantArgument,
+    config: str | None = ConfigOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """One tenant of a queue: weight, cap, share state and its jobs by state."""
+    from fairsched.config import sync as configsync
+    from fairsched.engine import enqueue
+    from fairsched.observe.snapshot import ExporterSettings
+    from fairsched.observe.status import tenant_jobs
+
+    enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
+    with open_client(config) as client, client.connection() as conn:
+        stored = configsync.queue_settings(conn, queue)
+        share = next((s for s in client.tenant_shares(queue) if s.tenant == tenant), None)
+        jobs = tenant_jobs(conn, queue, tenant, count_limit=ExporterSettings().count_limit)
+    shown: dict[str, Any] = {
+        "queue": queue,
+        "tenant": tenant,
+        "weight": share.weight if share else 1.0,
+        "cap": share.cap if share else None,
+        "queue_tenant_cap": stored.tenant_cap,
+        "active": share.active if share else False,
+        "claimed_total": share.claimed_total if share else 0,
+        "charged_total": share.charged_total if share else 0.0,
+        "runtime_estimate_seconds": share.runtime_estimate if share else None,
+        **jobs,
+    }
+    if as_json:
+        print_json(shown)
+    else:
+        print_table(fields_table(shown))
+
+
+@app.command("weight", context_settings=LOOSE)
+def tenant_weight(
+    queue: str = QueueArgument,
+    tenant: str = TenantArgument,
+    weight: str = typer.Argument(..., help="positive number, at most 1000000"),
+    config: str | None = ConfigOption,
+) -> None:
+    """Set a tenant's weight on a queue; claims follow it within seconds, backlog included."""
+    from fairsched.config import sync as configsync
+
+    value = positive_number("weight", weight)
+    with open_client(config) as client, client.connection() as conn:
+        note = configsync.tenant_set(conn, queue, tenant, weight=value)
+    typer.echo(f"{queue}/{tenant}: weight {number(value)}{note}")
+
+
+@app.command("cap", context_settings=LOOSE)
+def tenant_cap(
+    queue: str = QueueArgument,
+    tenant: str = TenantArgument,
+    cap: str = typer.Argument(..., help="most running jobs (a positive whole number), or none"),
+    config: str | None = ConfigOption,
+) -> None:
+    """Set or remove (none) a tenant's cap of running jobs on a queue."""
+    from fairsched.config import sync as configsync
+
+    value = 0 if cap.strip().lower() == "none" else whole_number("cap", cap)
+    with open_client(config) as client, client.connection() as conn:
+        note = configsync.tenant_set(conn, queue, tenant, cap=value)
+    typer.echo(f"{queue}/{tenant}: cap {value or 'none'}{note}")

@@ -1,0 +1,64 @@
+"""``fairsched exporter`` as a real process: it says where it listens."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def metrics(url: str) -> str:
+    """The page at ``url``, once the server answers (within 60 s)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return str(response.read().decode())
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_exporter_says_where_it_listens(fresh_db: str) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSCHED_")}
+    env["FAIRSCHED_DATABASE_URL"] = fresh_db
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "fairsched"),
+            "exporter",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        ready, _, _ = select.select([proc.stderr], [], [], 60)
+        first = proc.stderr.readline() if ready else "(nothing within 60s)"
+        scraped = metrics(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert first.strip() == f"exporter listening on http://127.0.0.1:{port}/metrics", first + err
+    assert "fairsched_exporter_scrape_success" in scraped
+    assert proc.returncode == 0, err
+    assert out == ""
