@@ -13,7 +13,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psycopg
@@ -131,9 +131,9 @@ def fresh_db(server_dsn: str, template_db: str) -> Iterator[str]:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-@pytest.fixture
-def empty_db(server_dsn: str) -> Iterator[str]:
-    """DSN of a new database without the fairsched schema (migration tests)."""
+@contextmanager
+def empty_database(server_dsn: str) -> Iterator[str]:
+    """DSN of a new database without the fairsched schema, dropped afterwards."""
     name = DB_PREFIX + uuid.uuid4().hex[:12]
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -142,6 +142,13 @@ def empty_db(server_dsn: str) -> Iterator[str]:
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def empty_db(server_dsn: str) -> Iterator[str]:
+    """DSN of a new database without the fairsched schema (migration tests)."""
+    with empty_database(server_dsn) as dsn:
+        yield dsn
 
 
 FAST_QUEUE = QueueSettings(

@@ -11,17 +11,15 @@ from __future__ import annotations
 import difflib
 import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 from schema_support import schema_dump
 
 from fairsched.db.migrate import load_migrations, migrate, migrations_dir
-from tests.conftest import DB_PREFIX, with_database
+from tests.conftest import empty_database
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "snapshots" / "schema.sql"
 
@@ -42,14 +40,8 @@ def applied_migrations(conn: psycopg.Connection) -> list[tuple[str, str, str]]:
 @pytest.fixture
 def another_empty_db(server_dsn: str) -> Iterator[str]:
     """A second database without the fairsched schema, beside ``empty_db``."""
-    name = DB_PREFIX + uuid.uuid4().hex[:12]
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(server_dsn, name)
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    with empty_database(server_dsn) as dsn:
+        yield dsn
 
 
 def test_a_fresh_install_matches_the_schema_snapshot(empty_db: str) -> None:
