@@ -42,6 +42,7 @@ def build_context(target: Path) -> Path:
     """Copy what deploy/Dockerfile's build stage copies, and nothing else."""
     copies = re.findall(r"^COPY (?!--from)(.+)$", (REPO / "deploy" / "Dockerfile").read_text(), re.M)
     build_stage = [line.split()[:-1] for line in copies if "fairsched.toml" not in line]
+    target.mkdir(parents=True)
     for sources in build_stage:
         for source in sources:
             path = REPO / source
@@ -109,6 +110,7 @@ def test_the_wheel_in_a_clean_venv_runs_what_the_container_runs(fresh_db: str, t
         run(
             fairsched,
             "enqueue",
+            "--queue",
             "emails",
             "--tenant",
             "acme",
