@@ -50,7 +50,9 @@ def worker(
 
 def exporter(
     config: str | None = ConfigOption,
-    port: int = typer.Option(9464, "--port", help="HTTP port for /metrics"),
+    port: int = typer.Option(
+        9464, "--port", min=0, max=65535, help="HTTP port for /metrics (0: any free one)"
+    ),
     host: str = typer.Option("0.0.0.0", "--host", help="address to bind"),
 ) -> None:
     """Serve the cluster-wide, database-derived metrics on /metrics."""
@@ -58,8 +60,13 @@ def exporter(
 
     settings = load_settings(config)
     client = Client.from_settings(settings)
-    typer.echo(f"exporter listening on http://{host}:{port}/metrics", err=True)
-    serve(settings, dsn=client.dsn, host=host, port=port)
+    serve(
+        settings,
+        dsn=client.dsn,
+        host=host,
+        port=port,
+        on_listening=lambda url: typer.echo(f"exporter listening on {url}", err=True),
+    )
 
 
 def demo(

@@ -12,7 +12,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from types import FrameType
 
@@ -205,8 +205,16 @@ class ClusterCollector(Collector):
         yield claimed
 
 
-def serve(settings: Settings, *, dsn: str, host: str = "0.0.0.0", port: int = 9464) -> None:
-    """Serve ``/metrics`` on ``host:port`` until SIGTERM or SIGINT, then stop cleanly."""
+def serve(
+    settings: Settings,
+    *,
+    dsn: str,
+    host: str = "0.0.0.0",
+    port: int = 9464,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``/metrics`` on ``host:port`` until SIGTERM or SIGINT, then stop cleanly.
+    ``on_listening`` gets the page's URL once the port is bound (port 0: the one chosen)."""
     limits = ExporterSettings()
     collector = ClusterCollector(dsn, settings, limits)
     stop = threading.Event()
@@ -218,7 +226,10 @@ def serve(settings: Settings, *, dsn: str, host: str = "0.0.0.0", port: int = 94
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     REGISTRY.register(collector)
     server, thread = start_http_server(port, addr=host)
-    log.info("exporter serving /metrics on %s:%d", host, port)
+    url = f"http://{host}:{server.server_address[1]}/metrics"
+    log.info("exporter serving %s", url)
+    if on_listening is not None:
+        on_listening(url)
     try:
         stop.wait()
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import socket
@@ -11,6 +12,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 
 def free_port() -> int:
@@ -32,8 +35,10 @@ def metrics(url: str) -> str:
             time.sleep(0.1)
 
 
-def test_exporter_says_where_it_listens(fresh_db: str) -> None:
-    port = free_port()
+@pytest.mark.parametrize("asked", ["given", "any"])
+def test_exporter_says_where_it_listens(fresh_db: str, asked: str) -> None:
+    """Once bound; with ``--port 0`` the line names the port the system chose."""
+    port = free_port() if asked == "given" else 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSCHED_")}
     env["FAIRSCHED_DATABASE_URL"] = fresh_db
     proc = subprocess.Popen(
@@ -54,11 +59,13 @@ def test_exporter_says_where_it_listens(fresh_db: str) -> None:
         assert proc.stderr is not None
         ready, _, _ = select.select([proc.stderr], [], [], 60)
         first = proc.stderr.readline() if ready else "(nothing within 60s)"
-        scraped = metrics(f"http://127.0.0.1:{port}/metrics")
+        listening = re.fullmatch(r"exporter listening on (http://127\.0\.0\.1:(\d+)/metrics)", first.strip())
+        assert listening, first
+        scraped = metrics(listening.group(1))
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
-    assert first.strip() == f"exporter listening on http://127.0.0.1:{port}/metrics", first + err
+    assert listening.group(2) == str(port) if port else int(listening.group(2)) > 0
     assert "fairsched_exporter_scrape_success" in scraped
     assert proc.returncode == 0, err
     assert out == ""
