@@ -33,7 +33,15 @@ from fairsched.settings import Settings
 
 
 class _Group(typer.core.TyperGroup):
-    """The root command group: turns every error into one line on stderr and exit 1."""
+    """The root command group: turns every error into one line on stderr and exit 1, and
+    takes the global flags after the command too (``fairsched status --debug``)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            end = args.index("--") if "--" in args else len(args)
+            flags = [a for a in args[:end] if a in GLOBAL_FLAGS]
+            args = flags + [a for a in args[:end] if a not in GLOBAL_FLAGS] + args[end:]
+        return list(super().parse_args(ctx, args))
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -45,6 +53,10 @@ class _Group(typer.core.TyperGroup):
                 raise
             typer.echo(f"error: {_one_line(e)}", err=True)
             raise typer.Exit(1) from None
+
+
+GLOBAL_FLAGS = ("--debug",)
+"""Root flags accepted anywhere before ``--``."""
 
 
 def _one_line(error: Exception) -> str:

@@ -47,3 +47,17 @@ def test_config_before_the_command_wins_over_the_environment(fresh_db: str, tmp_
     missing = tmp_path / "missing.toml"
     result = cli(None, "--config", str(path), "status", "--json", FAIRSCHED_CONFIG=str(missing))
     assert result.exit_code == 0, result.output
+
+
+def test_debug_after_the_command_shows_the_failure_as_before_it(tmp_path: Path) -> None:
+    """Without --debug a failure is one line; with it, before or after the command, the
+    exception comes through (a traceback in a terminal)."""
+    missing = str(tmp_path / "nope.toml")
+    plain = cli(None, "config", "check", missing)
+    assert plain.exit_code == 1
+    assert plain.exception is None or isinstance(plain.exception, SystemExit)
+    for args in (("--debug", "config", "check", missing), ("config", "check", missing, "--debug")):
+        result = cli(None, *args)
+        assert result.exit_code == 1, (args, result.output)
+        assert result.exception is not None and not isinstance(result.exception, SystemExit), args
+        assert "config file not found" in str(result.exception)
