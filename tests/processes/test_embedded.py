@@ -70,3 +70,27 @@ def test_a_server_not_kept_running_stops_when_the_process_that_started_it_exits(
     assert done.stdout.startswith("postgresql://"), done.stdout
     assert (data_dir / "PG_VERSION").exists(), "the data stays"
     assert not (data_dir / "postmaster.pid").exists(), "the server stopped"
+
+
+def test_the_documented_way_to_stop_the_embedded_server_stops_it(data_dir: Path) -> None:
+    """docs/install.md's commands, with this test's data directory, stop the server the
+    CLI started (run as root, through the runuser form the page gives)."""
+    started = cli_process(["migrate"], {"FAIRSCHED_DATA_DIR": str(data_dir)})
+    assert started.returncode == 0, started.stderr
+    pid = postmaster_pid(data_dir)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "install.md").read_text()
+    block = page.split("```sh\nPG_CTL=", 1)[1].split("```", 1)[0]
+    define, stop = ("PG_CTL=" + block).strip().splitlines()
+    if os.geteuid() == 0:
+        stop = page.split("`runuser ", 1)[1].split("`", 1)[0].replace("\n", " ")
+        stop = "runuser " + stop
+    default = "~/.local/share/fairsched/pgdata"
+    script = "\n".join(
+        [define.replace(".venv/bin/python", sys.executable), stop.replace(default, str(data_dir))]
+    )
+    done = subprocess.run(["bash", "-euc", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + 60
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid)
