@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -91,20 +92,44 @@ def template_db(server_dsn: str) -> str:
                         sql.Identifier(building), sql.Identifier(name)
                     )
                 )
+                template_stamp(admin, name)
                 stale_templates_drop(admin, keep=name)
         finally:
             admin.execute("SELECT pg_advisory_unlock(4242)")
     return name
 
 
+TEMPLATE_STAMP = "fairsched test template, built at epoch "
+STALE_TEMPLATE_SECONDS = 6 * 3600
+"""A template of other migrations is dropped once it is this old: until then another
+checkout (a branch with a new migration) may still be running its tests on it."""
+
+
+def _built_at(comment: str | None) -> float:
+    if comment and comment.startswith(TEMPLATE_STAMP):
+        with suppress(ValueError):
+            return float(comment.removeprefix(TEMPLATE_STAMP))
+    return 0.0
+
+
+def template_stamp(admin: psycopg.Connection, name: str, built_at: float | None = None) -> None:
+    """Record when a template was built, in its database comment."""
+    stamp = f"{TEMPLATE_STAMP}{built_at if built_at is not None else time.time():.0f}"
+    admin.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(stamp)))
+
+
 def stale_templates_drop(admin: psycopg.Connection, *, keep: str) -> None:
-    """Drop the templates of other migration sets: each change to ``migrations/`` would
-    otherwise leave one behind on the server. A template another session is copying
-    right now stays (its copy holds a lock the drop would wait for)."""
-    stale = admin.execute(
-        "SELECT datname FROM pg_database WHERE datname LIKE 'fairsched\\_tpl\\_%%' AND datname <> %s",
+    """Drop the templates of other migration sets built more than
+    :data:`STALE_TEMPLATE_SECONDS` ago (or never stamped): each change to ``migrations/``
+    would otherwise leave one behind on the server. A recent one may serve a test run of
+    another checkout, and one another session is copying right now stays too (its copy
+    holds a lock the drop would wait for)."""
+    rows = admin.execute(
+        "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database"
+        " WHERE datname LIKE 'fairsched\\_tpl\\_%%' AND datname <> %s",
         (keep,),
     ).fetchall()
+    stale = [(name,) for name, comment in rows if _built_at(comment) < time.time() - STALE_TEMPLATE_SECONDS]
     admin.execute("SET lock_timeout = '1s'")
     try:
         for (name,) in stale:

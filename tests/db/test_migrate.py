@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from psycopg import sql
 
 from fairsched.db.migrate import load_migrations, migrate
 from fairsched.errors import DatabaseError, MigrationError
-from tests.conftest import stale_templates_drop, with_database
+from tests.conftest import STALE_TEMPLATE_SECONDS, stale_templates_drop, template_stamp, with_database
 
 
 def applied(dsn: str) -> list[tuple[str, str]]:
@@ -142,20 +143,25 @@ def test_test_templates_of_other_migrations_are_dropped_unless_in_use(
     server_dsn: str, template_db: str
 ) -> None:
     """The test fixtures keep one migrated template per server: the one of these
-    migrations. Others go when a new one is built; one still open stays."""
-    stale, busy = (f"fairsched_tpl_{uuid.uuid4().hex[:12]}" for _ in range(2))
+    migrations. Others go when a new one is built once they are old (or unstamped); a
+    recent one (another checkout's test run may be using it) and one still open stay."""
+    stale, old, recent, busy = (f"fairsched_tpl_{uuid.uuid4().hex[:12]}" for _ in range(4))
     with psycopg.connect(server_dsn, autocommit=True) as admin:
-        for name in (stale, busy):
+        for name in (stale, old, recent, busy):
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        template_stamp(admin, old, built_at=time.time() - STALE_TEMPLATE_SECONDS - 60)
+        template_stamp(admin, recent)
         try:
             with psycopg.connect(with_database(server_dsn, busy)):
                 stale_templates_drop(admin, keep=template_db)
             left = {
                 name
                 for (name,) in admin.execute(
-                    "SELECT datname FROM pg_database WHERE datname = ANY (%s)", ([stale, busy, template_db],)
+                    "SELECT datname FROM pg_database WHERE datname = ANY (%s)",
+                    ([stale, old, recent, busy, template_db],),
                 )
             }
-            assert left == {busy, template_db}
+            assert left == {recent, busy, template_db}
         finally:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(busy)))
+            for name in (recent, busy):
+                admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
