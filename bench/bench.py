@@ -38,6 +38,7 @@ from fairsched.errors import InvalidInput
 from fairsched.settings import QueueSettings, Settings
 from fairsched.worker.headkeeper import HeadKeeper
 from fairsched.worker.listener import APPLICATION_NAME as LISTENER_NAME
+from fairsched.worker.pruner import Pruner
 
 BIG = "big"
 """The noisy-neighbour scenario's flooding tenant."""
@@ -813,9 +814,112 @@ def scenario_churn(cfg: BenchConfig, figures: list[Figure]) -> None:
     figures.extend(fig for group in figs.values() for fig in group)
 
 
+# -- scenario: retention over a long run ---------------------------------------------
+
+RETENTION_WINDOW = 50_000
+"""The most unfinished jobs the retention scenario keeps queued (refilled as they drain)."""
+RETENTION_PRUNE_SECONDS = 1.0
+"""The interval of the scenario's pruner (a worker's default is 60 s; the run is short)."""
+
+
+@dataclass(frozen=True)
+class TenthMark:
+    """Where a retention run stood when one more tenth of its jobs had finished."""
+
+    at: float
+    table_bytes: int
+    buffers_per_claim: int
+
+
+def one_value(conn: psycopg.Connection, query: LiteralString, params: dict[str, Any]) -> int:
+    """The whole number ``query`` returns."""
+    row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def retention_marks(cfg: BenchConfig, dsn: str, total: int) -> list[TenthMark]:
+    """Run ``total`` no-op jobs through real workers, at most :data:`RETENTION_WINDOW`
+    queued at a time, while a pruner deletes finished jobs a second after they finished;
+    a mark when the run starts (first job finished) and at each tenth of ``total``."""
+    window = max(min(RETENTION_WINDOW, total // 4), 1000)
+    tenth = max(total // 10, 1)
+    with Client(dsn) as client:
+        client.declare_queue(
+            QUEUE,
+            QueueSettings(
+                notify=False,
+                lease_seconds=60,
+                policies=list(cfg.policies),
+                finished_retention_seconds=1,
+                history_retention_seconds=60,
+            ),
+        )
+        tenants = itertools.cycle([f"t{n}" for n in range(10)])
+        enqueued = 0
+
+        def refill(unfinished: int) -> None:
+            nonlocal enqueued
+            # Enqueue past ``total`` by a window, so the last tenth runs on a full backlog too.
+            room = min(window - unfinished, total + window - enqueued)
+            if room >= window // 2:
+                enqueue_jobs(client, [JobSpec({}, next(tenants)) for _ in range(room)])
+                enqueued += room
+
+        refill(0)
+        pruner = Pruner(client, RETENTION_PRUNE_SECONDS)
+        pruner.start()
+        marks: list[TenthMark] = []
+        try:
+            with (
+                worker_processes(dsn, cfg.workers, cfg.slots),
+                psycopg.connect(dsn, autocommit=True) as watch,
+                claimbench.claim_session(dsn) as explain,
+            ):
+                counted = {"queue": QUEUE, "cap": window + 1}
+                while len(marks) < 11:
+                    unfinished = one_value(watch, QUERIES["bench_unfinished"], counted)
+                    done = enqueued - unfinished
+                    if (not marks and done > 0) or (marks and done >= tenth * len(marks)):
+                        size = one_value(watch, "SELECT pg_total_relation_size('fairsched.jobs')", {})
+                        buffers = claimbench.claim_buffers(explain, cfg.policies, QUEUE)
+                        marks.append(TenthMark(time.monotonic(), size, buffers))
+                    refill(unfinished)
+                    time.sleep(DRAIN_POLL_SECONDS)
+        finally:
+            pruner.stop()
+    return marks
+
+
+def scenario_retention(cfg: BenchConfig, figures: list[Figure]) -> None:
+    """(12) retention on, ``churn_backlog`` jobs through (1M by default): the jobs table's
+    size, the shared buffers a claim reads and the end-to-end throughput over the last
+    tenth of the run against the first tenth."""
+    total = cfg.churn_backlog
+    size = Figure("retention", "table size, last tenth / first tenth", "ratio", bar="<= 1.2")
+    buffers = Figure("retention", "buffers/claim, last tenth / first tenth", "ratio", bar="<= 1.2")
+    slowdown = Figure("retention", "jobs/s, first tenth / last tenth", "ratio", bar="<= 1.2")
+    first = Figure("retention", f"jobs/s, first tenth of {total:,}", "jobs/s")
+    last = Figure("retention", f"jobs/s, last tenth of {total:,}", "jobs/s")
+    table = Figure("retention", "jobs table + indexes at the end", "MB")
+    for _ in range(cfg.repeats):
+        with scratch_db(cfg.admin_dsn) as dsn:
+            marks = retention_marks(cfg, dsn, total)
+        tenth = max(total // 10, 1)
+        first_rate = tenth / (marks[1].at - marks[0].at)
+        last_rate = tenth / (marks[10].at - marks[9].at)
+        size.samples.append(marks[10].table_bytes / marks[1].table_bytes)
+        buffers.samples.append(marks[10].buffers_per_claim / max(marks[1].buffers_per_claim, 1))
+        slowdown.samples.append(first_rate / last_rate)
+        first.samples.append(first_rate)
+        last.samples.append(last_rate)
+        table.samples.append(marks[10].table_bytes / 2**20)
+    figures.extend([size, buffers, slowdown, first, last, table])
+
+
 # -- running and reporting ----------------------------------------------------
 
-SCENARIOS = ("claims", "backlog", "churn", "e2e", "noisy", "shares", "memory")
+SCENARIOS = ("claims", "backlog", "churn", "e2e", "noisy", "shares", "memory", "retention")
 
 
 def run(cfg: BenchConfig, scenarios: Sequence[str]) -> tuple[list[Figure], dict[str, Any]]:
@@ -837,6 +941,8 @@ def run(cfg: BenchConfig, scenarios: Sequence[str]) -> tuple[list[Figure], dict[
             scenario_shares(cfg, figures)
         elif name == "memory":
             scenario_memory(cfg, figures)
+        elif name == "retention":
+            scenario_retention(cfg, figures)
         else:
             raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
     return figures, plots

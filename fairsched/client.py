@@ -11,10 +11,10 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from fairsched.config.sync import queue_declare, queues_declare
-from fairsched.db.connection import connect, make_pool, operation, translate
+from fairsched.db.connection import Role, connect, make_pool, operation, translate
 from fairsched.db.migrate import migrate
 from fairsched.engine import claim as claim_mod
-from fairsched.engine import claimheads, dead, enqueue, recovery, retry
+from fairsched.engine import claimheads, dead, enqueue, prune, recovery, retry
 from fairsched.engine import lease as lease_ops
 from fairsched.engine.enqueue import JobSpec
 from fairsched.engine.lease import FailureKind, Lease
@@ -30,18 +30,32 @@ class Client:
 
     client = Client("postgresql://localhost/app")
     job_id = client.enqueue("emails", {"to": "a@b"}, tenant="acme")
+
+    ``role`` decides the server-side limits its sessions set
+    (:data:`fairsched.db.connection.ROLE_LIMITS`): workers' and applications' clients
+    keep the default, operator tools pass ``Role.OPERATOR``.
     """
 
-    def __init__(self, dsn: str, *, settings: Settings | None = None, pool_size: int | None = None) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        settings: Settings | None = None,
+        pool_size: int | None = None,
+        role: Role = Role.WORKER,
+    ) -> None:
         self.dsn = dsn
         self.settings = settings or Settings()
+        self.role = role
         self._pool_size = pool_size or self.settings.pool_max_size or 10
         self._pool = self._new_pool()
         self._claim_pool = self._new_pool(claims=True)
         self._opened = False
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, *, config: str | None = None) -> Client:
+    def from_settings(
+        cls, settings: Settings | None = None, *, config: str | None = None, role: Role = Role.WORKER
+    ) -> Client:
         """A client for ``settings.database_url``, or the embedded server when it is unset."""
         settings = settings or load_settings(config)
         dsn = settings.database_url
@@ -49,16 +63,25 @@ class Client:
             from fairsched.db.embedded import embedded_dsn
 
             dsn = embedded_dsn(settings.data_dir)
-        return cls(dsn, settings=settings)
+        return cls(dsn, settings=settings, role=role)
 
     # -- connections -------------------------------------------------------
 
     def _new_pool(self, *, claims: bool = False) -> ConnectionPool:
+        """The claim pool (claim sessions, :data:`Role.CLAIMS <fairsched.db.connection.Role>`
+        limits) or the main one (the client's role's limits)."""
         threshold = self.settings.prepare_threshold
         # Behind PgBouncer (prepared statements off) a session setting would outlive the
         # transaction on a server connection other clients share: no claim sessions there.
         configure = claim_mod.claim_session_configure if claims and threshold is not None else None
-        return make_pool(self.dsn, max_size=self._pool_size, prepare_threshold=threshold, configure=configure)
+        return make_pool(
+            self.dsn,
+            max_size=self._pool_size,
+            prepare_threshold=threshold,
+            configure=configure,
+            role=Role.CLAIMS if claims else self.role,
+            settings=self.settings,
+        )
 
     @property
     def pool(self) -> ConnectionPool:
@@ -75,7 +98,8 @@ class Client:
             except DatabaseError:
                 self._pool.close()
                 self._pool = self._new_pool()
-                connect(self.dsn).close()  # raises the server's own reason, when it has one
+                # raises the server's own reason, when it has one
+                connect(self.dsn, role=self.role, settings=self.settings).close()
                 raise
             self._claim_pool.open(wait=False)
             self._opened = True
@@ -128,8 +152,10 @@ class Client:
     # -- schema and queues -------------------------------------------------
 
     def migrate(self) -> list[str]:
-        """Apply pending migrations; returns the names applied."""
-        return self._run(migrate)
+        """Apply pending migrations on a connection of their own (no lock wait limit: a
+        second run waits for the first); returns the names applied."""
+        with connect(self.dsn, role=Role.MIGRATIONS, settings=self.settings) as conn:
+            return migrate(conn)
 
     def declare_queue(self, name: str, queue: QueueSettings | None = None) -> QueueSettings:
         """Create a queue, or change the settings of an existing one that ``queue`` was
@@ -273,6 +299,14 @@ class Client:
         """Move expired leases back to pending or to dead; returns the counts."""
         size = batch or self.settings.recovery_batch
         return self._run(lambda c: recovery.recovery_sweep(c, batch=size))
+
+    def prune(
+        self, *, queue: str | None = None, dry_run: bool = False, batch: int = prune.BATCH
+    ) -> prune.PruneResult:
+        """Delete what is past its queue's retention (every queue, or ``queue``) in
+        batches of ``batch`` rows; returns the rows removed per queue and kind. With
+        ``dry_run`` nothing changes and the result counts what would go."""
+        return self._run(lambda c: prune.jobs_prune(c, queue=queue, batch=batch, dry_run=dry_run))
 
     def heads_refresh(self) -> int:
         """Raise the claim heads past claimed jobs; returns how many were raised."""

@@ -90,7 +90,12 @@ RUN_SECONDS = Histogram(
     ["queue", "outcome"],
     buckets=WAIT_BUCKETS,
 )
-SLOTS = Gauge("fairsched_worker_slots", "Slots of this worker process per queue.", ["queue"])
+SLOTS = Gauge(
+    "fairsched_worker_slots",
+    "Slots this worker process's split entitles each queue to (static --queue name=N, or the "
+    "weighted share of --concurrency); a weighted queue may borrow idle slots past it (see slots_busy).",
+    ["queue"],
+)
 SLOTS_BUSY = Gauge("fairsched_worker_slots_busy", "Slots running a job per queue.", ["queue"])
 POOL_CONNECTIONS = Gauge(
     "fairsched_pool_connections", "Connections of this process's pool by state.", ["state"]
@@ -162,3 +167,11 @@ def record_claims(leases: Sequence[ClaimedJob], labels: TenantLabels) -> None:
             if wait is not None:
                 queue_waits.observe(wait)
                 tenant_waits.observe(wait)
+
+
+PRUNED_ROWS = Counter(
+    "fairsched_pruned_rows_total",
+    "Rows deleted past their queue's retention by this process's pruner, by kind "
+    "(finished: succeeded and discarded jobs; dead: dead jobs; history: attempt records and job events).",
+    ["queue", "kind"],
+)

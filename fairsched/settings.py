@@ -80,6 +80,27 @@ class QueueSettings(BaseModel):
     weight: float = Field(
         1.0, gt=0, le=1_000_000, description="share of a worker's --concurrency among its queues"
     )
+    finished_retention_seconds: int = Field(
+        86_400,
+        ge=1,
+        le=31_536_000,
+        description="retention: succeeded and discarded jobs are deleted this long after they "
+        "finished (1 s to 365 days; default 1 day)",
+    )
+    dead_retention_seconds: int = Field(
+        2_592_000,
+        ge=3_600,
+        le=315_360_000,
+        description="retention: dead jobs are deleted this long after they died, replayable until "
+        "then (1 hour to 3650 days; default 30 days)",
+    )
+    history_retention_seconds: int = Field(
+        2_592_000,
+        ge=60,
+        le=315_360_000,
+        description="retention: attempt records and job events are deleted this long after they "
+        "were written, once their job is gone (60 s to 3650 days; default 30 days)",
+    )
 
     @field_validator("policies")
     @classmethod
@@ -129,6 +150,27 @@ class Settings(BaseSettings):
         "once (keep it well under the shortest lease)",
     )
     grace_period_seconds: float = Field(30.0, ge=0)
+    idle_in_transaction_timeout_seconds: float = Field(
+        10.0,
+        ge=0,
+        le=3600,
+        description="the server ends any fairsched session left idle inside a transaction this "
+        "long, releasing its locks (a frozen process holds nobody up longer); 0: not set",
+    )
+    lock_timeout_seconds: float = Field(
+        5.0,
+        ge=0,
+        le=600,
+        description="maintenance (recovery, heads refresh, config apply) and operator sessions "
+        "give up a lock wait after this, and retry later; 0: not set",
+    )
+    operator_statement_timeout_seconds: float = Field(
+        30.0,
+        ge=0,
+        le=3600,
+        description="operator queries (status, exporter, tenant show, simulate) are cancelled "
+        "after running this long; 0: not set",
+    )
     pool_max_size: int | None = Field(None, gt=0, description="default: slots + 4")
     prepare_threshold: int | None = Field(
         5, description='psycopg prepared statements; "off" for PgBouncer transaction mode'

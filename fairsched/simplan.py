@@ -144,7 +144,10 @@ def history_plan(
     """A plan from a real queue's recent jobs: arrivals and run times as they happened.
 
     Jobs that never finished an attempt run for the median observed run time.
-    Slots default to the most attempts that ran at once in the history.
+    Slots default to the most attempts that ran at once in the history. The window is
+    found by bisecting the jobs' primary key (``simulate_history``), so the read costs
+    the jobs created since ``since`` (of every queue; at most ``limit`` of this one), never
+    the older ones.
     """
     rows = conn.execute(
         QUERIES["simulate_history"], {"queue": queue, "since": since, "limit": limit}

@@ -51,22 +51,51 @@ def config_check(
 
 
 @app.command("apply")
-def config_apply(file: Path | None = FileArgument, config: str | None = ConfigOption) -> None:
+def config_apply(
+    file: Path | None = FileArgument,
+    config: str | None = ConfigOption,
+    prune: bool = typer.Option(
+        False, "--prune", help="also remove queues and per-queue tenant settings absent from the file"
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="with --prune: list what it would remove, change nothing"
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="with --prune: remove queues whose jobs all finished (their rows stay)"
+    ),
+) -> None:
     """Write the file's queues, policies, tenant weights and caps to the database, atomically.
 
     Top-level [tenants.X] apply to every queue whose stack has the weighted policy,
-    unless the queue lists the tenant itself. Nothing absent from the file is deleted.
+    unless the queue lists the tenant itself. Nothing absent from the file is deleted
+    unless --prune: then queues absent from the file go with their fairness state, and
+    tenant settings a queue no longer gives go back to the defaults (an idle tenant's
+    row goes). A queue that holds jobs is refused and nothing changes: unfinished or dead
+    jobs always (drain it, replay or discard them first), finished ones unless --force
+    (their rows stay as history). A changed aging interval re-keys the queued jobs.
     """
     from fairsched.config import sync as configsync
 
+    if (dry_run or force) and not prune:
+        flag = "--dry-run" if dry_run else "--force"
+        raise typer.BadParameter(f"{flag} goes with --prune (config diff shows what apply would write)")
     path = _config_file(file, config)
     settings = load_settings(path)
     if not settings.queues:
         raise ConfigError(f"{path}: declares no queues; nothing to apply")
     configsync.check(settings, str(path))
     with open_client(None, settings) as client, client.connection() as conn:
-        configsync.apply(conn, settings)
+        if dry_run:
+            for removal in configsync.prune_plan(conn, settings, force=force):
+                typer.echo(removal.line(done=False))
+            typer.echo("dry run: nothing changed")
+            return
+        applied = configsync.apply(conn, settings, prune=prune, force=force)
     typer.echo(f"applied {len(settings.queues)} queues: {', '.join(sorted(settings.queues))}")
+    for removal in applied.removed:
+        typer.echo(removal.line(done=True))
+    for queue, count in sorted(applied.rekeyed.items()):
+        typer.echo(f"queues.{queue}: aging interval changed, {count} queued jobs re-keyed")
 
 
 @app.command("diff")
@@ -77,13 +106,14 @@ def config_diff(
     as_json: bool = JsonOption,
 ) -> None:
     """What differs between a config file and the database (queues, policies, tenants)."""
+    from fairsched.config import compare
     from fairsched.config import sync as configsync
 
     path = _config_file(file, config)
     settings = load_settings(path)
     configsync.check(settings, str(path))
     with open_client(None, settings) as client, client.connection() as conn:
-        differences = configsync.diff(settings, configsync.database_settings(conn))
+        differences = compare.diff(settings, configsync.database_settings(conn))
     if as_json:
         print_json([vars(d) | {"file": _plain(d.file), "database": _plain(d.database)} for d in differences])
     elif differences:
@@ -105,10 +135,11 @@ def config_export(
     config: str | None = ConfigOption,
 ) -> None:
     """The database's queues, policies and tenant settings as TOML (config apply reads it back)."""
+    from fairsched.config import compare
     from fairsched.config import sync as configsync
 
     with open_client(config) as client, client.connection() as conn:
-        text = configsync.export_toml(configsync.database_settings(conn), now=database_now(conn))
+        text = compare.export_toml(configsync.database_settings(conn), now=database_now(conn))
     if output is None:
         typer.echo(text, nl=False)
     else:

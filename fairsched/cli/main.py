@@ -4,13 +4,14 @@ every command registered on the root app of :mod:`fairsched.cli.root`, in the or
 
 from __future__ import annotations
 
-from fairsched.cli import aggregate, config, dead, jobs, monitor, policy, run, tenant
+from fairsched.cli import aggregate, config, dead, jobs, monitor, policy, prune, run, tenant
 from fairsched.cli.bench import bench
 from fairsched.cli.root import app, plain_help
 
 for command in (
     jobs.migrate,
     jobs.recover,
+    prune.prune,
     jobs.enqueue,
     monitor.status,
     monitor.top,

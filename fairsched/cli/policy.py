@@ -17,10 +17,11 @@ from fairsched.cli.root import (
     print_table,
     whole_number,
 )
+from fairsched.errors import InvalidInput
 
 app = typer.Typer(help="A queue's policy stack and settings: show, set (live).", no_args_is_help=True)
 
-APPLIES_AT_ENQUEUE = {"max_attempts", "aging_interval_seconds", "notify"}
+APPLIES_AT_ENQUEUE = {"max_attempts", "notify"}
 """Settings read when a job is enqueued: they apply to jobs enqueued after the change."""
 
 
@@ -61,13 +62,26 @@ def policy_set(
     backoff_base: float | None = typer.Option(None, "--backoff-base", help="first retry delay ceiling (s)"),
     backoff_max: float | None = typer.Option(None, "--backoff-max", help="longest retry delay (s)"),
     notify: bool | None = typer.Option(None, "--notify/--no-notify", help="pg_notify workers on enqueue"),
+    finished_retention: str | None = typer.Option(
+        None,
+        "--finished-retention",
+        help="keep succeeded and discarded jobs this long (1s to 365d: 90s, 30m, 24h, 7d)",
+    ),
+    dead_retention: str | None = typer.Option(
+        None, "--dead-retention", help="keep dead jobs (replayable) this long (1h to 3650d)"
+    ),
+    history_retention: str | None = typer.Option(
+        None, "--history-retention", help="keep attempt records and job events this long (60s to 3650d)"
+    ),
     config: str | None = ConfigOption,
 ) -> None:
     """Change a queue's policies and settings; running workers follow within seconds.
 
     Claims read the stack (cached one second per process), lease, runtime, cap and
-    charge; failures read attempts and backoff; max attempts and the aging
-    interval are fixed per job at enqueue, so they apply to jobs enqueued next.
+    charge; failures read attempts and backoff; max attempts is fixed per job at
+    enqueue, so it applies to jobs enqueued next; a new aging interval re-keys the
+    queued backlog too, in batches.
+    Retention applies at the next prune (every worker prunes about once a minute).
     """
     from fairsched.config import sync as configsync
 
@@ -85,6 +99,9 @@ def policy_set(
         "backoff_base_seconds": backoff_base,
         "backoff_max_seconds": backoff_max,
         "notify": notify,
+        "finished_retention_seconds": _duration("--finished-retention", finished_retention),
+        "dead_retention_seconds": _duration("--dead-retention", dead_retention),
+        "history_retention_seconds": _duration("--history-retention", history_retention),
     }
     given = {k: v for k, v in changes.items() if v is not None}
     if tenant_cap is not None:
@@ -105,3 +122,25 @@ def policy_set(
 def _optional_cap(text: str) -> int:
     """--tenant-cap: a positive whole number, or 0 for none."""
     return 0 if text.strip().lower() == "none" else whole_number("--tenant-cap", text)
+
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def _duration(name: str, text: str | None) -> int | None:
+    """Whole seconds from ``86400``, ``90s``, ``30m``, ``24h`` or ``7d``; the range is the
+    queue setting's to check.
+
+    >>> _duration("--dead-retention", "7d"), _duration("--dead-retention", "3600")
+    (604800, 3600)
+    """
+    if text is None:
+        return None
+    stripped = text.strip().lower()
+    unit = DURATION_UNITS.get(stripped[-1:], 0)
+    digits = stripped[:-1] if unit else stripped
+    if not digits.isdigit() or len(digits) > 12:
+        raise InvalidInput(
+            f"{name} must be a whole number of seconds or of s, m, h, d (e.g. 24h), got {text[:40]!r}"
+        )
+    return int(digits) * (unit or 1)

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fairsched import Client, __version__, load_settings
-from fairsched.db.connection import connect, redact, translate
+from fairsched.db.connection import Role, connect, redact, translate
 from fairsched.db.sql import QUERIES
 from fairsched.errors import FairschedError, InvalidInput
 from fairsched.settings import Settings
@@ -142,7 +142,7 @@ def open_client(config: str | None, settings: Settings | None = None) -> Iterato
     One plain connection is tried first, so an unreachable server fails at once
     with the driver's reason instead of after the pool's timeout.
     """
-    with Client.from_settings(settings or load_settings(config)) as client:
+    with Client.from_settings(settings or load_settings(config), role=Role.OPERATOR) as client:
         connect(client.dsn).close()
         yield client
 

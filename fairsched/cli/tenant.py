@@ -68,23 +68,23 @@ def tenant_show(
     from fairsched.config import sync as configsync
     from fairsched.engine import enqueue
     from fairsched.observe.snapshot import ExporterSettings
-    from fairsched.observe.status import tenant_jobs
+    from fairsched.observe.status import tenant_jobs, tenant_share
 
     enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
     with open_client(config) as client, client.connection() as conn:
         stored = configsync.queue_settings(conn, queue)
-        share = next((s for s in client.tenant_shares(queue) if s.tenant == tenant), None)
-        jobs = tenant_jobs(conn, queue, tenant, count_limit=ExporterSettings().count_limit)
+        share = tenant_share(conn, queue, tenant) or {}
+        jobs = tenant_jobs(conn, queue, tenant, ExporterSettings())
     shown: dict[str, Any] = {
         "queue": queue,
         "tenant": tenant,
-        "weight": share.weight if share else 1.0,
-        "cap": share.cap if share else None,
+        "weight": share.get("weight", 1.0),
+        "cap": share.get("cap"),
         "queue_tenant_cap": stored.tenant_cap,
-        "active": share.active if share else False,
-        "claimed_total": share.claimed_total if share else 0,
-        "charged_total": share.charged_total if share else 0.0,
-        "runtime_estimate_seconds": share.runtime_estimate if share else None,
+        "active": share.get("active", False),
+        "claimed_total": share.get("claimed_total", 0),
+        "charged_total": share.get("charged_total", 0.0),
+        "runtime_estimate_seconds": share.get("runtime_estimate"),
         **jobs,
     }
     if as_json:

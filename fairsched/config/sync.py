@@ -1,4 +1,5 @@
-"""Configuration between a TOML file and the database: apply, diff, export, live changes.
+"""Configuration from a TOML file into the database: check, apply (and prune), live
+changes (:mod:`fairsched.config.compare` diffs and exports).
 
 The database is the runtime source of truth; a file is applied to it. Per queue
 the database stores the fields of :data:`STORED_FIELDS` and, per tenant, a weight
@@ -9,8 +10,12 @@ and a cap (``fairsched.tenant_shares``). Tenants come from two places in a file:
   unless the queue lists the tenant itself (the queue's entry wins as a whole).
 
 A tenant the database does not list weighs 1 and has no cap, so an inherited
-default is written only where the database holds something else. Applying never
-deletes: queues and tenant settings absent from the file stay; ``diff`` shows them.
+default is written only where the database holds something else. Applying deletes
+nothing unless asked to prune (:func:`prune_plan`): queues and tenant settings absent
+from the file stay; ``diff`` shows them.
+
+A change of a queue's ``aging_interval_seconds``, however made, re-keys the jobs it
+already holds once the change commits (:mod:`fairsched.engine.rekey`).
 """
 
 from __future__ import annotations
@@ -18,16 +23,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
+from fairsched.engine.rekey import aging_rekey
 from fairsched.engine.settle import tenants_activate
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
 from fairsched.policy.registry import forget_stacks, queue_stack, resolve, tenant_share_set
@@ -48,6 +54,9 @@ STORED_FIELDS = (
     "serial_gap",
     "serial_poison",
     "policy_params",
+    "finished_retention_seconds",
+    "dead_retention_seconds",
+    "history_retention_seconds",
 )
 """The queue settings kept in ``fairsched.queues`` (the rest only configure processes)."""
 
@@ -72,6 +81,31 @@ def check(settings: Settings, where: str) -> None:
             resolve(queue.policies)
         except ConfigError as e:
             raise ConfigError(f"{where}: queues.{name}.policies: {e}") from None
+
+
+def shown(value: Any) -> str:
+    """A setting as ``config diff`` and prune listings print it."""
+    if value is None:
+        return "-"
+    if isinstance(value, TenantSettings):
+        cap = "none" if value.cap is None else value.cap
+        return f"weight {_number(value.weight)}, cap {cap}"
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal settings (floats within rounding)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12)
+    return bool(a == b)
 
 
 # -- reading the database ----------------------------------------------------
@@ -106,11 +140,18 @@ def queue_settings(conn: psycopg.Connection, name: str) -> QueueSettings:
 # -- apply ---------------------------------------------------------------------
 
 
-def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> None:
+def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> list[str]:
     """Upsert queues in one transaction. A queue whose stack orders tenants gets share
     rows for the tenants already waiting in it, so a backlog queued under another
-    stack is claimed at once after a switch."""
+    stack is claimed at once after a switch.
+
+    Returns the queues whose aging interval changed. Their queued jobs are re-keyed
+    after the commit when ``conn`` was not in a transaction; inside the caller's
+    transaction, the caller calls :func:`rekey_after` once it committed.
+    """
+    outermost = _idle(conn)
     with conn.transaction():
+        changed = _aging_changed(conn, queues)
         for name, queue in queues.items():
             with operation("queue_upsert"):
                 conn.execute(QUERIES["queue_upsert"], {"name": name, **queue.model_dump()})
@@ -119,32 +160,163 @@ def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]
                     rows = conn.execute(QUERIES["configsync_pending_tenants"], {"name": name}).fetchall()
                 tenants_activate(conn, name, [r[0] for r in rows], [r[1] for r in rows])
     forget_stacks()
+    if outermost:
+        rekey_after(conn, changed)
+    return changed
+
+
+def _idle(conn: psycopg.Connection) -> bool:
+    return conn.info.transaction_status == TransactionStatus.IDLE
+
+
+def _aging_changed(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> list[str]:
+    """The declared queues among ``queues`` whose stored aging interval differs."""
+    with operation("configsync_aging_intervals"):
+        rows = conn.execute(QUERIES["configsync_aging_intervals"], {"names": list(queues)}).fetchall()
+    return [name for name, stored in rows if not same(float(stored), queues[name].aging_interval_seconds)]
+
+
+def rekey_after(conn: psycopg.Connection, queues: Iterable[str]) -> dict[str, int]:
+    """Re-key the queued jobs of ``queues`` (their aging interval changed), batch by
+    batch; returns the jobs re-keyed per queue. ``conn`` must not be in a transaction."""
+    return {queue: aging_rekey(conn, queue).rekeyed for queue in queues}
 
 
 def queue_declare(conn: psycopg.Connection, name: str, given: QueueSettings) -> QueueSettings:
     """Declare one queue from the fields ``given`` was built with: a new queue takes the
     defaults for the rest, an existing one keeps its stored values for them (its policy
     stack, tenants and parameters included). Returns the settings now stored."""
+    outermost = _idle(conn)
     with conn.transaction():
         stored = database_settings(conn).get(name)
         explicit = {field: getattr(given, field) for field in given.model_fields_set}
         merged = given if stored is None else stored.model_copy(update=explicit)
-        queues_declare(conn, {name: merged})
+        changed = queues_declare(conn, {name: merged})
+    if outermost:
+        rekey_after(conn, changed)
     return merged
 
 
-def apply(conn: psycopg.Connection, settings: Settings) -> None:
-    """Write every queue of ``settings`` with its tenants, in one transaction.
+@dataclass(frozen=True)
+class Removal:
+    """A queue, or a queue's tenant settings, that ``config apply --prune`` removes."""
+
+    key: str
+    detail: str = ""
+
+    def line(self, *, done: bool) -> str:
+        """``removed queues.old`` / ``would remove queues.mail.tenants.x (weight 2, cap none)``."""
+        text = f"{'removed' if done else 'would remove'} {self.key}"
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What :func:`apply` did: what it pruned, and the jobs re-keyed per queue."""
+
+    removed: list[Removal]
+    rekeyed: dict[str, int]
+
+
+UNFINISHED = ("waiting", "pending", "running", "dead")
+"""Job states that keep a queue from being pruned, even with ``force``."""
+
+
+@dataclass(frozen=True)
+class _PrunePlan:
+    queues: list[str]
+    tenants: list[tuple[str, str]]
+    removals: list[Removal]
+
+
+def prune_plan(conn: psycopg.Connection, settings: Settings, *, force: bool = False) -> list[Removal]:
+    """What ``config apply --prune`` would remove (read only); raises :class:`InvalidInput`
+    naming every queue it would refuse, as the real run does."""
+    return _prune_plan(conn, settings, force=force).removals
+
+
+def _prune_plan(conn: psycopg.Connection, settings: Settings, *, force: bool) -> _PrunePlan:
+    """Queues absent from the file, and tenants whose non-default settings a queue of the
+    file no longer gives; refuses queues that hold jobs (see :data:`UNFINISHED`)."""
+    database = database_settings(conn)
+    gone = sorted(set(database) - set(settings.queues))
+    counts: dict[str, dict[str, int]] = {}
+    if gone:
+        with operation("configsync_queue_jobs"):
+            for queue, status, count in conn.execute(
+                QUERIES["configsync_queue_jobs"], {"names": gone}
+            ).fetchall():
+                counts.setdefault(queue, {})[status] = count
+    refusals = [_refusal(q, counts[q], force=force) for q in gone if q in counts]
+    if any(refusals):
+        raise InvalidInput("; ".join(r for r in refusals if r) + "; nothing changed")
+    removals = []
+    for queue in gone:
+        kept = sum(counts.get(queue, {}).values())
+        removals.append(Removal(f"queues.{queue}", f"{kept} finished jobs kept" if kept else ""))
+    tenants = []
+    for name, wanted in sorted(settings.queues.items()):
+        stored = database.get(name)
+        if stored is None:
+            continue
+        given = effective_tenants(settings, wanted)
+        for tenant, share in sorted(stored.tenants.items()):
+            if tenant not in given:
+                tenants.append((name, tenant))
+                removals.append(Removal(f"queues.{name}.tenants.{tenant}", shown(share)))
+    return _PrunePlan(gone, tenants, removals)
+
+
+def _refusal(queue: str, counts: Mapping[str, int], *, force: bool) -> str:
+    """Why ``queue`` may not go ('' when it may): it holds unfinished or dead jobs, or
+    finished ones without ``force``."""
+    total = sum(counts.values())
+    held = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    text = f"queue {queue} holds {total} job{'s' if total != 1 else ''} ({held})"
+    if any(counts.get(status) for status in UNFINISHED):
+        return (
+            f"{text}: drain it, and replay or discard its dead jobs, before pruning it "
+            "(--force never removes unfinished or dead jobs)"
+        )
+    if not force:
+        return (
+            f"{text}: prune it once retention has deleted them, or --force to remove the queue "
+            "and keep those rows (retention no longer visits them)"
+        )
+    return ""
+
+
+def _prune(conn: psycopg.Connection, plan: _PrunePlan) -> None:
+    """Remove the planned queues with their fairness state, and the planned tenants'
+    settings: an idle tenant's share row goes, a busy one's goes back to the defaults."""
+    with operation("configsync_prune"):
+        if plan.queues:
+            conn.execute(QUERIES["configsync_queues_remove"], {"names": plan.queues})
+        if plan.tenants:
+            params = {"queues": [q for q, _t in plan.tenants], "tenants": [t for _q, t in plan.tenants]}
+            conn.execute(QUERIES["configsync_tenants_remove_idle"], params)
+            conn.execute(QUERIES["configsync_tenants_reset"], params)
+
+
+def apply(
+    conn: psycopg.Connection, settings: Settings, *, prune: bool = False, force: bool = False
+) -> Applied:
+    """Write every queue of ``settings`` with its tenants, in one transaction; with
+    ``prune``, remove in the same transaction what left the file (:func:`prune_plan`:
+    a refused queue changes nothing at all).
 
     Running workers see the change on their next claims (their stack cache lives
-    one second) and are woken by a notification on each queue.
+    one second) and are woken by a notification on each queue. Queues whose aging
+    interval changed have their queued jobs re-keyed after the commit.
     """
     inherited: list[tuple[str, str, TenantSettings]] = []
     for name, queue in settings.queues.items():
         if orders_tenants(queue):
             inherited += [(name, t, ts) for t, ts in settings.tenants.items() if t not in queue.tenants]
+    outermost = _idle(conn)
     with conn.transaction(), operation("configsync_apply"):
-        queues_declare(conn, settings.queues)
+        plan = _prune_plan(conn, settings, force=force) if prune else None
+        changed = queues_declare(conn, settings.queues)
         if inherited:
             conn.execute(
                 QUERIES["configsync_tenant_defaults_apply"],
@@ -155,154 +327,13 @@ def apply(conn: psycopg.Connection, settings: Settings) -> None:
                     "caps": [s.cap for _q, _t, s in inherited],
                 },
             )
+        if plan is not None:
+            _prune(conn, plan)
         for name in settings.queues:
             conn.execute(QUERIES["configsync_queue_notify"], {"name": name})
     forget_stacks()
-
-
-# -- diff ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Difference:
-    """One setting that differs: ``file`` and ``database`` are ``None`` where absent."""
-
-    key: str
-    file: Any
-    database: Any
-    note: str = ""
-
-    def line(self) -> str:
-        """``queues.emails.lease_seconds: file 30 | database 60``."""
-        text = f"{self.key}: file {_shown(self.file)} | database {_shown(self.database)}"
-        return f"{text} ({self.note})" if self.note else text
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, TenantSettings):
-        cap = "none" if value.cap is None else value.cap
-        return f"weight {_number(value.weight)}, cap {cap}"
-    if isinstance(value, float):
-        return _number(value)
-    if isinstance(value, list):
-        return ",".join(map(str, value))
-    return str(value)
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if value.is_integer() else repr(value)
-
-
-def diff(settings: Settings, database: Mapping[str, QueueSettings]) -> list[Difference]:
-    """What differs between the file's queues and tenants and the database's."""
-    found: list[Difference] = []
-    for name in sorted(set(settings.queues) | set(database)):
-        key = f"queues.{name}"
-        wanted, stored = settings.queues.get(name), database.get(name)
-        if wanted is None:
-            found.append(Difference(key, None, "declared", "config apply keeps it"))
-            continue
-        if stored is None:
-            found.append(Difference(key, "declared", None, "config apply declares it"))
-            continue
-        for field in STORED_FIELDS:
-            mine, theirs = getattr(wanted, field), getattr(stored, field)
-            if not _same(mine, theirs):
-                found.append(Difference(f"{key}.{field}", mine, theirs))
-        found += _tenant_differences(key, effective_tenants(settings, wanted), stored.tenants)
-    return found
-
-
-def _tenant_differences(
-    key: str, wanted: Mapping[str, TenantSettings], stored: Mapping[str, TenantSettings]
-) -> list[Difference]:
-    found = []
-    for tenant in sorted(set(wanted) | set(stored)):
-        mine, theirs = wanted.get(tenant), stored.get(tenant)
-        if mine is None:
-            found.append(Difference(f"{key}.tenants.{tenant}", None, theirs, "config apply keeps it"))
-        elif not _same_tenant(mine, theirs or DEFAULT_TENANT):
-            found.append(Difference(f"{key}.tenants.{tenant}", mine, theirs or DEFAULT_TENANT))
-    return found
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-12)
-    return bool(a == b)
-
-
-def _same_tenant(a: TenantSettings, b: TenantSettings) -> bool:
-    return _same(a.weight, b.weight) and a.cap == b.cap
-
-
-# -- export ------------------------------------------------------------------------
-
-
-def export_toml(database: Mapping[str, QueueSettings], *, now: datetime | None = None) -> str:
-    """The database's queues and tenants as a TOML file that ``config apply`` round-trips."""
-    lines = ["# fairsched configuration exported from the database"]
-    if now is not None:
-        lines[0] += f" at {now.isoformat(timespec='seconds')}"
-    lines.append("# Apply with: fairsched config apply FILE")
-    for name, queue in sorted(database.items()):
-        lines += ["", f"[queues.{toml_key(name)}]"]
-        for field in STORED_FIELDS:
-            value = getattr(queue, field)
-            if value is None:
-                continue
-            lines.append(f"{field} = {toml_value(value)}")
-        for tenant, share in sorted(queue.tenants.items()):
-            lines += ["", f"[queues.{toml_key(name)}.tenants.{toml_key(tenant)}]"]
-            lines.append(f"weight = {toml_value(share.weight)}")
-            if share.cap is not None:
-                lines.append(f"cap = {share.cap}")
-    return "\n".join(lines) + "\n"
-
-
-def toml_key(key: str) -> str:
-    """A TOML key: bare when it can be, else a quoted basic string.
-
-    >>> toml_key("emails"), toml_key("a.b"), toml_key('x"y')
-    ('emails', '"a.b"', '"x\\\\"y"')
-    """
-    if key and all(ch.isascii() and (ch.isalnum() or ch in "_-") for ch in key):
-        return key
-    return toml_string(key)
-
-
-def toml_string(text: str) -> str:
-    """A TOML basic string, escaping quotes, backslashes and control characters."""
-    out = []
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def toml_value(value: Any) -> str:
-    """A TOML value: bool, int, float, string, list, or inline table of those."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{value!r} has no TOML form fairsched accepts")
-        return repr(value)
-    if isinstance(value, str):
-        return toml_string(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"{type(value).__name__} has no TOML form")
+    removed = plan.removals if plan is not None else []
+    return Applied(removed, rekey_after(conn, changed) if outermost else {})
 
 
 # -- live changes of one queue ---------------------------------------------------------
@@ -316,11 +347,14 @@ def queue_settings_set(
     Validated like the config file; the policy stack must resolve. Adding or
     removing ``serial`` needs a queue without waiting, pending or running jobs;
     a stack that starts ordering tenants brings the tenants with pending work
-    into the weighted selection in the same transaction.
+    into the weighted selection in the same transaction. An aging interval given
+    re-keys the queue's queued jobs after the commit (even when unchanged, so that
+    giving it again finishes an interrupted re-key).
     """
     unknown = sorted(set(changes) - set(STORED_FIELDS))
     if unknown:
         raise InvalidInput(f"not a stored queue setting: {', '.join(unknown)}")
+    outermost = _idle(conn)
     with conn.transaction():
         with operation("configsync_queue_lock"), conn.cursor(row_factory=dict_row) as cur:
             row = cur.execute(QUERIES["configsync_queue_lock"], {"name": name}).fetchone()
@@ -345,6 +379,9 @@ def queue_settings_set(
         queues_declare(conn, {name: after})
         conn.execute(QUERIES["configsync_queue_notify"], {"name": name})
     forget_stacks()
+    if "aging_interval_seconds" in changes and outermost:
+        # Given explicitly: re-key even when unchanged, which finishes an interrupted re-key.
+        rekey_after(conn, [name])
     return before, after
 
 
@@ -352,7 +389,7 @@ def changed_fields(before: QueueSettings, after: QueueSettings) -> Iterable[tupl
     """The stored fields that differ: (field, before, after)."""
     for field in STORED_FIELDS:
         old, new = getattr(before, field), getattr(after, field)
-        if not _same(old, new):
+        if not same(old, new):
             yield field, old, new
 
 

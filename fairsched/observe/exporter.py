@@ -1,9 +1,10 @@
 """``fairsched exporter``: the cluster-wide, database-derived gauges, served once per cluster.
 
 Every scrape reads one snapshot (:func:`fairsched.observe.snapshot.read_snapshot`:
-a few index-bounded statements in one read-only transaction, per-tenant rows bounded
-to the top tenants plus ``other``) and turns it into gauge families. Every declared
-queue gets explicit zeros, so its series do not vanish when it drains.
+a few index-bounded statements in one read-only transaction, costing O(queues + tenants),
+never O(jobs); per-tenant rows bounded to the top tenants plus ``other``) and turns it
+into gauge families. Every declared queue gets explicit zeros, so its series do not
+vanish when it drains.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class ClusterCollector(Collector):
     def __init__(self, dsn: str, settings: Settings, limits: ExporterSettings) -> None:
         self._declared = declared_tenants(settings)
         self._limits = limits
-        self._pool = make_pool(dsn, max_size=2, prepare_threshold=None)
+        self._pool = make_pool(dsn, max_size=2, prepare_threshold=None, settings=settings)
         self._pool.open(wait=False)
 
     def close(self) -> None:
@@ -112,8 +113,7 @@ class ClusterCollector(Collector):
                 (
                     "starving",
                     "fairsched_queue_starving_tenants",
-                    f"Tenants with claimable work older than {limits.starving_after_seconds:g} s "
-                    f"(among the {limits.tenant_window} oldest claimable jobs of each priority level).",
+                    f"Tenants with claimable work older than {limits.starving_after_seconds:g} s.",
                 ),
                 (
                     "blocked",

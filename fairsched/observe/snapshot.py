@@ -1,11 +1,12 @@
 """The cluster snapshot: what one scrape reads, in one read-only transaction.
 
 :func:`read_snapshot` runs a few index-bounded statements (``fairsched/db/sql/exporter.sql``)
-whose cost depends on the number of queues, priority levels and the configured limits
-(:class:`ExporterSettings`), never on the size of the backlog. Per-tenant rows are
-bounded (:func:`bound_tenants`): the ``top_tenants`` tenants with the oldest claimable
-work (plus the tenants declared in the configuration) keep their name, every other
-tenant is summed up under ``tenant="other"``. The exporter
+whose cost depends on the number of queues, tenants, priority levels and the configured
+limits (:class:`ExporterSettings`), never on the size of the backlog. Every tenant's
+oldest claimable job is read exactly (one index descent per tenant and priority level);
+the labelled rows are bounded (:func:`bound_tenants`): the ``top_tenants`` tenants with
+the oldest claimable work (plus the tenants declared in the configuration) keep their
+name, every other tenant is summed up under ``tenant="other"``. The exporter
 (:mod:`fairsched.observe.exporter`) and ``fairsched status`` (:mod:`fairsched.observe.status`)
 both read it.
 """
@@ -36,7 +37,9 @@ class ExporterSettings(BaseSettings):
     starving_after_seconds: float = Field(60.0, gt=0, description="claimable this long = starving")
     near_expiry_seconds: float = Field(5.0, gt=0, description="a lease expiring this soon is near expiry")
     count_limit: int = Field(10_000, gt=0, description="counts stop here (per priority level)")
-    tenant_window: int = Field(1_000, gt=0, description="oldest claimable jobs read per priority level")
+    max_tenant_levels: int = Field(
+        50_000, gt=0, le=1_000_000, description="(tenant, priority level) pairs walked per queue"
+    )
     max_priority_levels: int = Field(100, gt=0, le=10_000, description="priority levels walked per queue")
     statement_timeout_seconds: float = Field(5.0, gt=0)
 
@@ -65,7 +68,8 @@ class TenantShare:
 
 @dataclass
 class QueueSnapshot:
-    """One queue as read by one scrape; ``tenants`` holds every tenant seen (unbounded)."""
+    """One queue as read by one scrape; ``tenants`` holds every tenant with claimable or
+    running work (one row each: O(tenants)), ``labeled`` the bounded rows exported."""
 
     oldest_available_at: datetime | None = None
     claimable: int = 0
@@ -125,7 +129,7 @@ def read_snapshot(
     params: dict[str, Any] = {
         "max_levels": limits.max_priority_levels,
         "count_limit": limits.count_limit,
-        "window": limits.tenant_window,
+        "max_tenant_levels": limits.max_tenant_levels,
         "near_seconds": limits.near_expiry_seconds,
         "timeout_ms": str(int(limits.statement_timeout_seconds * 1000)),
     }
@@ -143,7 +147,7 @@ def read_snapshot(
             queue = queue_of(name)
             queue.claimable += claimable
             queue.oldest_available_at = _older(queue.oldest_available_at, oldest)
-        for name, tenant, oldest, _seen in _rows(conn, "exporter_tenant_window", params):
+        for name, tenant, oldest in _rows(conn, "exporter_tenant_oldest", params):
             queue_of(name).tenants[tenant] = TenantRow(oldest)
         for name, tenant, running, near, expired in _rows(conn, "exporter_running", params):
             queue = queue_of(name)

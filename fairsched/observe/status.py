@@ -1,10 +1,11 @@
 """What ``fairsched status`` and ``fairsched top`` show: queues, tenants, shares, dead, blocked.
 
 One read is the exporter's snapshot (:func:`fairsched.observe.snapshot.read_snapshot`,
-bounded per-scrape statements) plus the queues' stacks and the share
-denominators. Tenants per queue are bounded the way the exporter bounds them:
-the tenants with the oldest claimable work (and the configured ones) by name,
-the rest summed up as ``other``.
+bounded per-scrape statements) plus the queues' stacks, the share denominators (one
+pass over the share rows) and the longest-blocked aggregates among at most
+:data:`BLOCKED_READ` per queue: O(queues + tenants), never O(jobs). Tenants per queue
+are bounded the way the exporter bounds them: the tenants with the oldest claimable
+work (and the configured ones) by name, the rest summed up as ``other``.
 
 Shares: ``entitled`` is a tenant's weight over the weights of the active
 tenants (an equal split without the weighted policy); ``share`` is its part of
@@ -21,11 +22,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import class_row, dict_row
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
-from fairsched.engine.dead import BlockedAggregate, aggregates_blocked
+from fairsched.engine.dead import BlockedAggregate
 from fairsched.errors import InvalidInput
 from fairsched.metrics import OTHER_TENANT
 from fairsched.observe.snapshot import ExporterSettings, declared_tenants, read_snapshot
@@ -33,6 +34,8 @@ from fairsched.settings import Settings
 
 BLOCKED_SHOWN = 20
 """Blocked aggregates listed by ``status`` (the count per queue is always complete)."""
+BLOCKED_READ = 1000
+"""Blocked aggregates read per queue to choose the longest-blocked ones listed."""
 
 
 @dataclass
@@ -86,7 +89,10 @@ def read_status(conn: psycopg.Connection, settings: Settings, limits: ExporterSe
     with operation("status_read"), conn.cursor(row_factory=dict_row) as cur:
         stacks = cur.execute(QUERIES["status_queues"]).fetchall()
         totals = {r["queue_name"]: r for r in cur.execute(QUERIES["status_share_totals"]).fetchall()}
-    blocked = aggregates_blocked(conn)[:BLOCKED_SHOWN]
+    with operation("status_blocked"), conn.cursor(row_factory=class_row(BlockedAggregate)) as cur:
+        blocked = cur.execute(
+            QUERIES["status_blocked"], {"shown": BLOCKED_SHOWN, "read_limit": BLOCKED_READ}
+        ).fetchall()
     now = snapshot.now
     queues = []
     for stack in stacks:
@@ -160,15 +166,29 @@ def _age(now: datetime, then: datetime | None) -> float:
 # -- one tenant -------------------------------------------------------------------
 
 
-def tenant_jobs(conn: psycopg.Connection, queue: str, tenant: str, *, count_limit: int) -> dict[str, Any]:
-    """One tenant's job counts on a queue and its oldest claimable job's age in seconds."""
-    params = {"queue": queue, "tenant": tenant, "count_limit": count_limit}
+def tenant_jobs(
+    conn: psycopg.Connection, queue: str, tenant: str, limits: ExporterSettings
+) -> dict[str, Any]:
+    """One tenant's job counts on a queue (each up to ``limits.count_limit``) and its
+    oldest claimable job's age in seconds; index walks over its own priority levels."""
+    params = {
+        "queue": queue,
+        "tenant": tenant,
+        "count_limit": limits.count_limit,
+        "max_levels": limits.max_priority_levels,
+    }
     with operation("status_tenant"), conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(QUERIES["status_tenant"], params).fetchone()
     assert row is not None
     now, oldest = row.pop("now"), row.pop("oldest_available_at")
     row["oldest_claimable_age_seconds"] = _age(now, oldest)
     return dict(row)
+
+
+def tenant_share(conn: psycopg.Connection, queue: str, tenant: str) -> dict[str, Any] | None:
+    """One tenant's share state on a queue (one primary key lookup), None without one."""
+    with operation("status_tenant_share"), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(QUERIES["status_tenant_share"], {"queue": queue, "tenant": tenant}).fetchone()
 
 
 _SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")

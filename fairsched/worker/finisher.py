@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import queue as queue_mod
 import threading
 import time
@@ -18,6 +19,7 @@ from typing import NamedTuple
 from fairsched import metrics
 from fairsched.client import Client
 from fairsched.engine import retry
+from fairsched.engine.lease import Lease, leases_complete
 from fairsched.worker.app import Job
 from fairsched.worker.service import Crash, retry_transient, service_thread
 
@@ -25,6 +27,22 @@ log = logging.getLogger(__name__)
 
 COMPLETION_BATCH = 500
 """Most finished attempts recorded in one round of the finisher."""
+
+_TEST_HOLDS_TAKEN: set[str] = set()
+_TEST_HOLDS_LOCK = threading.Lock()
+
+
+def held_for_test(what: str) -> float:
+    """Test hook, never set in production (``tests/faults/test_stalls.py``): the seconds in
+    ``FAIRSCHED_TEST_HOLD_<WHAT>_SECONDS`` the first time this process asks, else 0. The
+    worker then keeps that transaction (``claim``: its first claim; ``completion``: its first
+    round of completions) open that long after its statement, so a test can freeze the
+    process inside it."""
+    with _TEST_HOLDS_LOCK:
+        if what in _TEST_HOLDS_TAKEN:
+            return 0.0
+        _TEST_HOLDS_TAKEN.add(what)
+    return float(os.environ.get(f"FAIRSCHED_TEST_HOLD_{what.upper()}_SECONDS") or 0)
 
 
 class Outcome(NamedTuple):
@@ -90,7 +108,7 @@ class Finisher:
             return
         leases = [o.job.lease for o in outcomes]
         done = retry_transient(
-            lambda: self._client.complete_many(leases), what="recording completions", give_up=self._give_up
+            lambda: self._complete_many(leases), what="recording completions", give_up=self._give_up
         )
         succeeded: dict[str, list[float]] = {}
         for outcome in outcomes:
@@ -109,6 +127,15 @@ class Finisher:
             run_seconds = metrics.RUN_SECONDS.labels(queue, "succeeded")
             for value in seconds:
                 run_seconds.observe(value)
+
+    def _complete_many(self, leases: list[Lease]) -> set[int]:
+        hold = held_for_test("completion")
+        if not hold:
+            return self._client.complete_many(leases)
+        with self._client.connection() as conn, conn.transaction():  # test hook, see held_for_test
+            done = leases_complete(conn, leases)
+            time.sleep(hold)
+        return done
 
     def _fail(self, outcomes: list[Outcome]) -> None:
         if not outcomes:

@@ -30,7 +30,7 @@ from fairsched.engine.lease import Lease
 from fairsched.errors import FairschedError
 from fairsched.policy.registry import STACK_TTL_SECONDS
 from fairsched.worker.app import Job
-from fairsched.worker.finisher import Outcome
+from fairsched.worker.finisher import Outcome, held_for_test
 from fairsched.worker.pacing import Pacer
 from fairsched.worker.service import TRANSIENT, backoff_delay, service_thread
 
@@ -74,7 +74,8 @@ class QueueRunner:
         self._start_hist = metrics.CLAIM_TO_START_SECONDS.labels(name)
 
     def start(self) -> None:
-        metrics.SLOTS.labels(self.name).set(self.slots)
+        # The queue's entitlement in the worker's split, read when scraped: it follows the split.
+        metrics.SLOTS.labels(self.name).set_function(lambda: self._worker.slots.split[self.name])
         metrics.SLOTS_BUSY.labels(self.name).set_function(lambda: self._busy)  # read when scraped
         for counter in (metrics.CLAIMS, metrics.COMPLETIONS, metrics.DEAD, metrics.LEASE_EXPIRATIONS):
             counter.labels(self.name)  # explicit zeros: the series exist before the first job
@@ -172,7 +173,13 @@ class QueueRunner:
 
     def _claim(self, limit: int) -> list[Lease]:
         start = time.perf_counter()
-        leases = self._worker.client.claim(self.name, owner=self._worker.owner, limit=limit)
+        hold = held_for_test("claim")
+        if hold:  # test hook: the claim in a transaction held open (see held_for_test)
+            with self._worker.client.claim_pool.connection() as conn, conn.transaction():
+                leases = claim.jobs_claim(conn, self.name, owner=self._worker.owner, limit=limit)
+                time.sleep(hold)
+        else:
+            leases = self._worker.client.claim(self.name, owner=self._worker.owner, limit=limit)
         metrics.CLAIM_SECONDS.labels(self.name).observe(time.perf_counter() - start)
         return leases
 

@@ -1,7 +1,8 @@
 """The runtime of a worker whose database answered: its queues, services and shutdown.
 
 :class:`Runtime` starts one :class:`~fairsched.worker.runner.QueueRunner` per queue,
-the finisher, the heartbeater, the listener, the recovery sweeper and the head keeper;
+the finisher, the heartbeater, the listener, the recovery sweeper, the head keeper and
+the pruner;
 :class:`Running` holds the jobs whose handlers run now. On stop it claims no more, lets
 running jobs finish within the grace period, then releases (fenced) what still runs
 and records what finished.
@@ -25,6 +26,7 @@ from fairsched.worker.finisher import Finisher
 from fairsched.worker.headkeeper import HeadKeeper
 from fairsched.worker.heartbeat import Heartbeater
 from fairsched.worker.listener import Listener
+from fairsched.worker.pruner import Pruner
 from fairsched.worker.runner import QueueRunner
 from fairsched.worker.service import retry_transient
 from fairsched.worker.sweeper import Sweeper
@@ -110,6 +112,7 @@ class Runtime:
         self._listener = Listener(dsn, self.wake)
         self._sweeper = Sweeper(client, settings.recovery_interval_seconds, lambda: self.wake(None))
         self._headkeeper = HeadKeeper(client, settings.head_refresh_seconds)
+        self._pruner = Pruner.from_environment(client)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
@@ -125,6 +128,7 @@ class Runtime:
         self._listener.start()
         self._sweeper.start()
         self._headkeeper.start()
+        self._pruner.start()
         while not self._stop.wait(1.0):
             self._record_pool_stats()
         self._shutdown()
@@ -184,6 +188,7 @@ class Runtime:
         self._listener.stop()
         self._sweeper.stop()
         self._headkeeper.stop()
+        self._pruner.stop()
         for runner in self.runners.values():
             runner.stop_claiming(max(0.0, deadline - time.monotonic()))
         while self.running.snapshot() and time.monotonic() < deadline and not self._hurry.is_set():

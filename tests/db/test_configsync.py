@@ -11,7 +11,7 @@ import pytest
 from cli_support import EXAMPLE_CONFIG, cli, one_error_line
 from ops_support import config_state
 
-from fairsched.config.sync import toml_key, toml_string
+from fairsched.config.compare import toml_key, toml_string
 
 CONFIG = """
 [queues.mail]

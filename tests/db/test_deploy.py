@@ -111,13 +111,16 @@ def test_keda_scales_the_worker_on_claimable_backlog_with_the_postgresql_scaler(
 
 
 def test_keda_query_runs_and_counts_claimable_plus_running(client: Any) -> None:
-    """The ScaledObject's query, on a real database: claimable + running, delayed excluded."""
+    """The ScaledObject's query, on a real database: claimable jobs of every priority plus
+    running ones; delayed jobs excluded, also at a priority above the claimable ones.
+    Its plan at 1M jobs: ``tests/db/test_operator_plans.py``."""
     from datetime import UTC, datetime, timedelta
 
     client.declare_queue("emails")
-    for tenant in ("a", "b", "c"):
-        client.enqueue("emails", {}, tenant=tenant)
-    client.enqueue("emails", {}, tenant="d", run_at=datetime.now(UTC) + timedelta(hours=1))
+    for priority, tenant in enumerate(("a", "b", "c")):
+        client.enqueue("emails", {}, tenant=tenant, priority=priority)
+    client.enqueue("emails", {}, tenant="d", priority=9, run_at=datetime.now(UTC) + timedelta(hours=1))
+    client.enqueue("emails", {}, tenant="e", priority=1, run_at=datetime.now(UTC) + timedelta(hours=1))
     client.claim("emails", owner="w", limit=1)
     query = k8s_objects()[("ScaledObject", "fairsched-worker-emails")]["spec"]["triggers"][0]["metadata"][
         "query"

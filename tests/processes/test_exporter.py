@@ -159,7 +159,7 @@ def _spec(tenant: str) -> JobSpec:
 
 # -- plans: indexes only, and a cost that does not grow with the backlog -------------------------
 
-LIMITS = ExporterSettings(count_limit=200, tenant_window=100)
+LIMITS = ExporterSettings(count_limit=200)
 NOT_PLANNED = {"exporter_transaction_setup", "exporter_transaction_limits", "exporter_now"}
 
 
@@ -168,7 +168,7 @@ def scrape_buffers(conn: psycopg.Connection) -> tuple[int, list[str]]:
     params = {
         "max_levels": LIMITS.max_priority_levels,
         "count_limit": LIMITS.count_limit,
-        "window": LIMITS.tenant_window,
+        "max_tenant_levels": LIMITS.max_tenant_levels,
         "near_seconds": LIMITS.near_expiry_seconds,
         "queues": ["q"] * 20,
         "tenants": [f"t{i}" for i in range(20)],

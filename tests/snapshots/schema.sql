@@ -48,9 +48,12 @@ TABLE fairsched.attempt_log
   COLUMN outcome text NOT NULL
   COLUMN error_code text
   COLUMN error text
+  COLUMN queue_name text
   CONSTRAINT attempt_log_pkey PRIMARY KEY (job_id, lease_token)
   CONSTRAINT attempts_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'retrying'::text, 'dead'::text, 'expired'::text, 'released'::text])))
   INDEX CREATE UNIQUE INDEX attempt_log_pkey ON fairsched.attempt_log USING btree (job_id, lease_token)
+  INDEX CREATE INDEX attempt_log_retention_idx ON fairsched.attempt_log USING btree (queue_name, finished_at)
+  TRIGGER CREATE TRIGGER attempt_log_queue_name BEFORE INSERT ON fairsched.attempt_log FOR EACH ROW EXECUTE FUNCTION fairsched.history_queue_name()
   GRANT ALL ON TABLE fairsched.attempt_log TO fairsched_admin
   GRANT INSERT, SELECT ON TABLE fairsched.attempt_log TO fairsched_worker
 
@@ -111,9 +114,12 @@ TABLE fairsched.job_events
   COLUMN at timestamp with time zone NOT NULL DEFAULT now()
   COLUMN kind text NOT NULL
   COLUMN detail jsonb NOT NULL DEFAULT '{}'::jsonb
+  COLUMN queue_name text
   CONSTRAINT job_events_pkey PRIMARY KEY (id)
   INDEX CREATE INDEX job_events_job_idx ON fairsched.job_events USING btree (job_id, at)
   INDEX CREATE UNIQUE INDEX job_events_pkey ON fairsched.job_events USING btree (id)
+  INDEX CREATE INDEX job_events_retention_idx ON fairsched.job_events USING btree (queue_name, at)
+  TRIGGER CREATE TRIGGER job_events_queue_name BEFORE INSERT ON fairsched.job_events FOR EACH ROW EXECUTE FUNCTION fairsched.history_queue_name()
   GRANT ALL ON TABLE fairsched.job_events TO fairsched_admin
   GRANT INSERT, SELECT ON TABLE fairsched.job_events TO fairsched_worker
 
@@ -158,9 +164,11 @@ TABLE fairsched.jobs
   INDEX CREATE INDEX jobs_claimable_idx ON fairsched.jobs USING btree (queue_name, ((- priority)), available_at, id) INCLUDE (priority) WHERE (status = 'pending'::text)
   INDEX CREATE INDEX jobs_dead_idx ON fairsched.jobs USING btree (queue_name, finished_at) WHERE (status = 'dead'::text)
   INDEX CREATE INDEX jobs_expired_lease_idx ON fairsched.jobs USING btree (lease_expires_at) WHERE (status = 'running'::text)
+  INDEX CREATE INDEX jobs_finished_idx ON fairsched.jobs USING btree (queue_name, finished_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'discarded'::text]))
   INDEX CREATE UNIQUE INDEX jobs_idempotency_key_idx ON fairsched.jobs USING btree (queue_name, tenant, idempotency_key) WHERE (idempotency_key IS NOT NULL)
   INDEX CREATE UNIQUE INDEX jobs_pkey ON fairsched.jobs USING btree (id)
   INDEX CREATE INDEX jobs_tenant_aging_idx ON fairsched.jobs USING btree (queue_name, tenant, aging_key, id) WHERE (status = 'pending'::text)
+  INDEX CREATE INDEX jobs_tenant_dead_idx ON fairsched.jobs USING btree (queue_name, tenant, finished_at) WHERE (status = 'dead'::text)
   INDEX CREATE INDEX jobs_tenant_fifo_idx ON fairsched.jobs USING btree (queue_name, tenant, ((- priority)), available_at, id) WHERE (status = 'pending'::text)
   TRIGGER CREATE TRIGGER jobs_inserted_lower_heads AFTER INSERT ON fairsched.jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION fairsched.claim_heads_lower()
   TRIGGER CREATE TRIGGER jobs_succeeded_unchanged AFTER UPDATE ON fairsched.jobs FOR EACH ROW WHEN (((old.status = 'succeeded'::text) AND ((((((new.status IS DISTINCT FROM old.status) OR (new.attempt_count IS DISTINCT FROM old.attempt_count)) OR (new.lease_token IS DISTINCT FROM old.lease_token)) OR (new.lease_owner IS DISTINCT FROM old.lease_owner)) OR (new.started_at IS DISTINCT FROM old.started_at)) OR (new.finished_at IS DISTINCT FROM old.finished_at)))) EXECUTE FUNCTION fairsched.jobs_succeeded_unchanged()
@@ -199,10 +207,16 @@ TABLE fairsched.queues
   COLUMN serial_gap text NOT NULL DEFAULT 'strict'::text
   COLUMN serial_poison text NOT NULL DEFAULT 'block'::text
   COLUMN policy_params jsonb NOT NULL DEFAULT '{}'::jsonb
+  COLUMN finished_retention_seconds integer NOT NULL DEFAULT 86400
+  COLUMN dead_retention_seconds integer NOT NULL DEFAULT 2592000
+  COLUMN history_retention_seconds integer NOT NULL DEFAULT 2592000
   CONSTRAINT queues_aging_interval_seconds_check CHECK ((aging_interval_seconds > (0)::double precision))
   CONSTRAINT queues_backoff_base_seconds_check CHECK ((backoff_base_seconds >= (0)::double precision))
   CONSTRAINT queues_backoff_max_seconds_check CHECK ((backoff_max_seconds >= (0)::double precision))
   CONSTRAINT queues_charge_check CHECK ((charge = ANY (ARRAY['count'::text, 'runtime'::text])))
+  CONSTRAINT queues_dead_retention_range CHECK (((dead_retention_seconds >= 3600) AND (dead_retention_seconds <= 315360000)))
+  CONSTRAINT queues_finished_retention_range CHECK (((finished_retention_seconds >= 1) AND (finished_retention_seconds <= 31536000)))
+  CONSTRAINT queues_history_retention_range CHECK (((history_retention_seconds >= 60) AND (history_retention_seconds <= 315360000)))
   CONSTRAINT queues_lease_seconds_check CHECK ((lease_seconds > (0)::double precision))
   CONSTRAINT queues_max_attempts_check CHECK ((max_attempts > 0))
   CONSTRAINT queues_max_runtime_seconds_check CHECK ((max_runtime_seconds > (0)::double precision))
@@ -307,6 +321,148 @@ BEGIN
     RETURN NULL;
 END
 $function$
+
+CREATE OR REPLACE FUNCTION fairsched.history_queue_name()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NEW.queue_name IS NULL THEN
+        NEW.queue_name := (SELECT j.queue_name FROM fairsched.jobs AS j WHERE j.id = NEW.job_id);
+    END IF;
+    RETURN NEW;
+END
+$function$
+
+CREATE OR REPLACE FUNCTION fairsched.jobs_prune(queue text, kind text, batch integer, dry_run boolean DEFAULT false)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    q fairsched.queues;
+    finished_before timestamptz;
+    dead_before timestamptz;
+    history_before timestamptz;
+    removed bigint;
+    more bigint;
+BEGIN
+    IF batch IS NULL OR batch NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'prune batch must be between 1 and 10000, got %', batch
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF kind IS NULL OR kind NOT IN ('finished', 'dead', 'history') THEN
+        RAISE EXCEPTION 'prune kind must be finished, dead or history, got %', kind
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO q FROM fairsched.queues AS s WHERE s.name = queue;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    IF NOT dry_run AND NOT pg_try_advisory_xact_lock(28837374418316901) THEN  -- 'fsprune'
+        RETURN NULL;
+    END IF;
+    finished_before := now() - make_interval(secs => q.finished_retention_seconds);
+    dead_before := now() - make_interval(secs => q.dead_retention_seconds);
+    history_before := now() - make_interval(secs => q.history_retention_seconds);
+
+    IF kind = 'finished' THEN
+        IF dry_run THEN
+            SELECT count(*) INTO removed FROM fairsched.jobs AS j
+             WHERE j.queue_name = queue AND j.status IN ('succeeded', 'discarded')
+               AND j.finished_at < finished_before;
+        ELSE
+            WITH doomed AS MATERIALIZED (
+                SELECT j.id FROM fairsched.jobs AS j
+                 WHERE j.queue_name = queue AND j.status IN ('succeeded', 'discarded')
+                   AND j.finished_at < finished_before
+                 LIMIT batch
+                   FOR UPDATE SKIP LOCKED
+            )
+            DELETE FROM fairsched.jobs AS j
+             USING doomed AS d
+             WHERE j.id = d.id AND j.status IN ('succeeded', 'discarded');
+            GET DIAGNOSTICS removed = ROW_COUNT;
+        END IF;
+        RETURN removed;
+    END IF;
+
+    IF kind = 'dead' THEN
+        IF dry_run THEN
+            SELECT count(*) INTO removed FROM fairsched.jobs AS j
+             WHERE j.queue_name = queue AND j.status = 'dead' AND j.finished_at < dead_before
+               AND NOT EXISTS (SELECT 1 FROM fairsched.aggregates AS a
+                                WHERE a.queue_name = queue AND a.blocked_job_id = j.id);
+        ELSE
+            WITH doomed AS MATERIALIZED (
+                SELECT j.id FROM fairsched.jobs AS j
+                 WHERE j.queue_name = queue AND j.status = 'dead' AND j.finished_at < dead_before
+                   AND NOT EXISTS (SELECT 1 FROM fairsched.aggregates AS a
+                                    WHERE a.queue_name = queue AND a.blocked_job_id = j.id)
+                 LIMIT batch
+                   FOR UPDATE OF j SKIP LOCKED
+            )
+            DELETE FROM fairsched.jobs AS j
+             USING doomed AS d
+             WHERE j.id = d.id AND j.status = 'dead';
+            GET DIAGNOSTICS removed = ROW_COUNT;
+        END IF;
+        RETURN removed;
+    END IF;
+
+    -- history: a row goes when its job is gone or past its own retention.
+    IF dry_run THEN
+        SELECT count(*) INTO removed FROM fairsched.attempt_log AS a
+         WHERE a.queue_name = queue AND a.finished_at < history_before
+           AND NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j
+                            WHERE j.id = a.job_id
+                              AND NOT (j.status IN ('succeeded', 'discarded') AND j.finished_at < finished_before)
+                              AND NOT (j.status = 'dead' AND j.finished_at < dead_before));
+        SELECT count(*) INTO more FROM fairsched.job_events AS e
+         WHERE e.queue_name = queue AND e.at < history_before
+           AND NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j
+                            WHERE j.id = e.job_id
+                              AND NOT (j.status IN ('succeeded', 'discarded') AND j.finished_at < finished_before)
+                              AND NOT (j.status = 'dead' AND j.finished_at < dead_before));
+        RETURN removed + more;
+    END IF;
+    WITH doomed AS MATERIALIZED (
+        SELECT a.job_id, a.lease_token FROM fairsched.attempt_log AS a
+         WHERE a.queue_name = queue AND a.finished_at < history_before
+           AND NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j
+                            WHERE j.id = a.job_id
+                              AND NOT (j.status IN ('succeeded', 'discarded') AND j.finished_at < finished_before)
+                              AND NOT (j.status = 'dead' AND j.finished_at < dead_before))
+         LIMIT batch
+           FOR UPDATE OF a SKIP LOCKED
+    )
+    DELETE FROM fairsched.attempt_log AS a
+     USING doomed AS d
+     WHERE a.job_id = d.job_id AND a.lease_token = d.lease_token;
+    GET DIAGNOSTICS removed = ROW_COUNT;
+    IF removed < batch THEN
+        WITH doomed AS MATERIALIZED (
+            SELECT e.id FROM fairsched.job_events AS e
+             WHERE e.queue_name = queue AND e.at < history_before
+               AND NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j
+                                WHERE j.id = e.job_id
+                                  AND NOT (j.status IN ('succeeded', 'discarded') AND j.finished_at < finished_before)
+                                  AND NOT (j.status = 'dead' AND j.finished_at < dead_before))
+             LIMIT batch - removed
+               FOR UPDATE OF e SKIP LOCKED
+        )
+        DELETE FROM fairsched.job_events AS e USING doomed AS d WHERE e.id = d.id;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        removed := removed + more;
+    END IF;
+    RETURN removed;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.jobs_prune(text,text,integer,boolean) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.jobs_prune(text,text,integer,boolean) TO fairsched_worker
 
 CREATE OR REPLACE FUNCTION fairsched.jobs_statistics_refresh(min_pending integer)
  RETURNS boolean

@@ -2,7 +2,8 @@
 -- Every declared queue's stored settings (what `config export` writes), by name.
 SELECT name, lease_seconds, max_runtime_seconds, max_attempts, unknown_max_attempts,
        backoff_base_seconds, backoff_max_seconds, notify, policies, aging_interval_seconds,
-       charge, tenant_cap, serial_gap, serial_poison, policy_params
+       charge, tenant_cap, serial_gap, serial_poison, policy_params, finished_retention_seconds,
+       dead_retention_seconds, history_retention_seconds
   FROM fairsched.queues
  ORDER BY name
 
@@ -10,7 +11,8 @@ SELECT name, lease_seconds, max_runtime_seconds, max_attempts, unknown_max_attem
 -- One queue's stored settings, locked until the transaction ends (read-modify-write).
 SELECT name, lease_seconds, max_runtime_seconds, max_attempts, unknown_max_attempts,
        backoff_base_seconds, backoff_max_seconds, notify, policies, aging_interval_seconds,
-       charge, tenant_cap, serial_gap, serial_poison, policy_params
+       charge, tenant_cap, serial_gap, serial_poison, policy_params, finished_retention_seconds,
+       dead_retention_seconds, history_retention_seconds
   FROM fairsched.queues
  WHERE name = %(name)s
    FOR UPDATE
@@ -53,3 +55,65 @@ SELECT tenant, min(available_at) AS due
 -- name: configsync_queue_notify
 -- Wake the queue's claimers after a change (LISTEN hint; workers also re-read on their own).
 SELECT pg_notify('fairsched_jobs', %(name)s)
+
+-- name: configsync_aging_intervals
+-- The stored aging interval of each declared queue among the names (a change re-keys).
+SELECT name, aging_interval_seconds
+  FROM fairsched.queues
+ WHERE name = ANY(%(names)s::text[])
+
+-- name: configsync_queue_jobs
+-- Jobs per queue and status among the queues `config apply --prune` would remove (any
+-- job keeps a queue unless forced; unfinished and dead ones always do).
+SELECT queue_name, status, count(*)
+  FROM fairsched.jobs
+ WHERE queue_name = ANY(%(names)s::text[])
+ GROUP BY queue_name, status
+ ORDER BY queue_name, status
+
+-- name: configsync_queues_remove
+-- Remove queues with their fairness state (share rows and releases, serial aggregates,
+-- claim heads, pass floors); their finished jobs stay as history.
+WITH shares AS (
+    DELETE FROM fairsched.tenant_shares WHERE queue_name = ANY(%(names)s::text[])
+), releases AS (
+    DELETE FROM fairsched.tenant_releases WHERE queue_name = ANY(%(names)s::text[])
+), aggregates AS (
+    DELETE FROM fairsched.aggregates WHERE queue_name = ANY(%(names)s::text[])
+), heads AS (
+    DELETE FROM fairsched.claim_heads WHERE queue_name = ANY(%(names)s::text[])
+), floors AS (
+    DELETE FROM fairsched.pass_floors WHERE queue_name = ANY(%(names)s::text[])
+)
+DELETE FROM fairsched.queues WHERE name = ANY(%(names)s::text[])
+
+-- name: configsync_tenants_remove_idle
+-- Delete the share rows (and releases) of pruned tenants that are idle: not in the
+-- weighted selection, no pending or waiting job, nothing running. A tenant that comes
+-- back starts level, as a new one does.
+WITH gone AS (
+    DELETE FROM fairsched.tenant_shares AS s
+     USING unnest(%(queues)s::text[], %(tenants)s::text[]) AS p(queue_name, tenant)
+     WHERE s.queue_name = p.queue_name AND s.tenant = p.tenant
+       AND NOT s.active
+       AND s.running <= fairsched.tenant_released(s.queue_name, s.tenant)
+       AND NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j
+                        WHERE j.queue_name = s.queue_name AND j.tenant = s.tenant
+                          AND j.status = 'pending')
+       AND NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j
+                        WHERE j.queue_name = s.queue_name AND j.tenant = s.tenant
+                          AND j.status = 'waiting')
+    RETURNING s.queue_name, s.tenant
+)
+DELETE FROM fairsched.tenant_releases AS r
+ USING gone AS g
+ WHERE r.queue_name = g.queue_name AND r.tenant = g.tenant
+
+-- name: configsync_tenants_reset
+-- Pruned tenants still busy keep their share row (their place in the selection) with
+-- the default weight and no cap, which is what a missing row means.
+UPDATE fairsched.tenant_shares AS s
+   SET weight = 1, cap = NULL, updated_at = now()
+  FROM unnest(%(queues)s::text[], %(tenants)s::text[]) AS p(queue_name, tenant)
+ WHERE s.queue_name = p.queue_name AND s.tenant = p.tenant
+   AND (s.weight <> 1 OR s.cap IS NOT NULL)

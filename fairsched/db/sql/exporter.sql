@@ -30,32 +30,32 @@ SELECT l.queue_name, l.priority,
   FROM levels l
  WHERE l.priority IS NOT NULL OR l.depth = 1
 
--- name: exporter_tenant_window
--- Oldest claimable job per tenant among the %(window)s oldest claimable jobs of each
--- (queue, priority level), levels found as in exporter_queue_levels.
-WITH RECURSIVE levels AS (
-    SELECT q.name AS queue_name, 1 AS depth,
-           (SELECT j.priority FROM fairsched.jobs j
-             WHERE j.status = 'pending' AND j.queue_name = q.name
-             ORDER BY - j.priority LIMIT 1) AS priority
+-- name: exporter_tenant_oldest
+-- Every tenant's oldest claimable job per known queue, exact for every tenant: a loose
+-- index scan of jobs_tenant_fifo_idx visits each (tenant, priority level) of a queue's
+-- pending jobs once (one descent to the level's first entry, its oldest available_at),
+-- at most %(max_tenant_levels)s per queue; tenants with only delayed work are left out.
+WITH RECURSIVE walk AS (
+    SELECT q.name AS queue_name, 1 AS depth, f.tenant, f.rank, f.available_at
       FROM fairsched.queues q
+     CROSS JOIN LATERAL (
+            SELECT j.tenant, - j.priority AS rank, j.available_at FROM fairsched.jobs j
+             WHERE j.status = 'pending' AND j.queue_name = q.name
+             ORDER BY j.tenant, - j.priority, j.available_at, j.id LIMIT 1) f
     UNION ALL
-    SELECT l.queue_name, l.depth + 1,
-           (SELECT j.priority FROM fairsched.jobs j
-             WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND - j.priority > - l.priority
-             ORDER BY - j.priority LIMIT 1)
-      FROM levels l
-     WHERE l.priority IS NOT NULL AND l.depth < %(max_levels)s
+    SELECT w.queue_name, w.depth + 1, n.tenant, n.rank, n.available_at
+      FROM walk w
+     CROSS JOIN LATERAL (
+            SELECT j.tenant, - j.priority AS rank, j.available_at FROM fairsched.jobs j
+             WHERE j.status = 'pending' AND j.queue_name = w.queue_name
+               AND (j.tenant, - j.priority) > (w.tenant, w.rank)
+             ORDER BY j.tenant, - j.priority, j.available_at, j.id LIMIT 1) n
+     WHERE w.depth < %(max_tenant_levels)s
 )
-SELECT l.queue_name, w.tenant, min(w.available_at) AS oldest_available_at, count(*) AS seen
-  FROM levels l
- CROSS JOIN LATERAL (
-        SELECT j.tenant, j.available_at FROM fairsched.jobs j
-         WHERE j.status = 'pending' AND j.queue_name = l.queue_name AND - j.priority = - l.priority
-           AND j.available_at <= now()
-         ORDER BY j.available_at LIMIT %(window)s) w
- WHERE l.priority IS NOT NULL
- GROUP BY l.queue_name, w.tenant
+SELECT queue_name, tenant, min(available_at) AS oldest_available_at
+  FROM walk
+ WHERE available_at <= now()
+ GROUP BY queue_name, tenant
 
 -- name: exporter_running
 -- Running jobs per queue and tenant (bounded by the workers' slots), with the leases

@@ -1,16 +1,19 @@
 -- name: queue_upsert
--- Declare a queue or update its lease, retry, notify and policy settings, and the
--- weights and caps of the tenants it lists (other tenants keep theirs).
+-- Declare a queue or update its lease, retry, notify, policy and retention settings, and
+-- the weights and caps of the tenants it lists (other tenants keep theirs).
 WITH queue AS (
     INSERT INTO fairsched.queues AS q (name, lease_seconds, max_runtime_seconds, max_attempts,
                                        unknown_max_attempts, backoff_base_seconds,
                                        backoff_max_seconds, notify, policies,
                                        aging_interval_seconds, charge, tenant_cap, serial_gap,
-                                       serial_poison, policy_params)
+                                       serial_poison, policy_params, finished_retention_seconds,
+                                       dead_retention_seconds, history_retention_seconds)
     VALUES (%(name)s, %(lease_seconds)s, %(max_runtime_seconds)s, %(max_attempts)s,
             %(unknown_max_attempts)s, %(backoff_base_seconds)s, %(backoff_max_seconds)s,
             %(notify)s, %(policies)s::text[], %(aging_interval_seconds)s, %(charge)s,
-            %(tenant_cap)s, %(serial_gap)s, %(serial_poison)s, %(policy_params)s::jsonb)
+            %(tenant_cap)s, %(serial_gap)s, %(serial_poison)s, %(policy_params)s::jsonb,
+            %(finished_retention_seconds)s, %(dead_retention_seconds)s,
+            %(history_retention_seconds)s)
     ON CONFLICT (name) DO UPDATE
        SET lease_seconds = EXCLUDED.lease_seconds,
            max_runtime_seconds = EXCLUDED.max_runtime_seconds,
@@ -26,6 +29,9 @@ WITH queue AS (
            serial_gap = EXCLUDED.serial_gap,
            serial_poison = EXCLUDED.serial_poison,
            policy_params = EXCLUDED.policy_params,
+           finished_retention_seconds = EXCLUDED.finished_retention_seconds,
+           dead_retention_seconds = EXCLUDED.dead_retention_seconds,
+           history_retention_seconds = EXCLUDED.history_retention_seconds,
            updated_at = now()
     RETURNING name
 ), heads AS (
