@@ -23,7 +23,9 @@ app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
 @app.command()
 def lab(
     scenario: list[str] = typer.Option(
-        [], "--scenario", help="claims, backlog, churn, e2e, noisy, shares, memory (repeatable; default all)"
+        [],
+        "--scenario",
+        help="claims, backlog, churn, e2e, noisy, shares, memory, retention (repeatable; default all)",
     ),
     churn_backlog: int = typer.Option(
         1_000_000, "--churn-backlog", min=1000, help="backlog of the churn scenario (as many are churned)"

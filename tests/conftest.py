@@ -169,6 +169,21 @@ def empty_database(server_dsn: str) -> Iterator[str]:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+@contextmanager
+def template_copy(server_dsn: str, template_db: str, name: str) -> Iterator[str]:
+    """DSN of database ``name``, made afresh from the migrated template and dropped
+    afterwards (the plan tests' large backlogs, built once per module)."""
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        create = sql.SQL("CREATE DATABASE {} TEMPLATE {}")
+        admin.execute(create.format(sql.Identifier(name), sql.Identifier(template_db)))
+    try:
+        yield with_database(server_dsn, name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
 @pytest.fixture
 def empty_db(server_dsn: str) -> Iterator[str]:
     """DSN of a new database without the fairsched schema (migration tests)."""

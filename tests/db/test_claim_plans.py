@@ -49,7 +49,7 @@ from fairsched.engine.lease import (
 )
 from fairsched.settings import Settings
 from fairsched.worker.headkeeper import HeadKeeper
-from tests.conftest import with_database
+from tests.conftest import template_copy
 
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "snapshots"
 
@@ -116,21 +116,12 @@ def test_a_claim_of_one_takes_the_job_the_general_statement_takes(
 
 
 def _backlog(server_dsn: str, template_db: str, jobs: int) -> Iterator[psycopg.Connection]:
-    name = f"fairsched_test_claim_plans_{jobs}"
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        create = sql.SQL("CREATE DATABASE {} TEMPLATE {}")
-        admin.execute(create.format(sql.Identifier(name), sql.Identifier(template_db)))
-    dsn = with_database(server_dsn, name)
-    try:
+    with template_copy(server_dsn, template_db, f"fairsched_test_claim_plans_{jobs}") as dsn:
         with Client(dsn) as client:
             client.declare_queue("big", QueueSettings())
         with psycopg.connect(dsn, autocommit=True) as conn:
             backlog_build(conn, "big", jobs=jobs, tenants=1000, aggregates=10_000)
             yield conn
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
-from psycopg import sql
 
 from bench.claimbench import ClaimPlan, backlog_build
 from fairsched import Client, QueueSettings
@@ -23,7 +22,7 @@ from fairsched.db.sql import QUERIES
 from fairsched.observe.snapshot import ExporterSettings
 from fairsched.observe.status import BLOCKED_READ, BLOCKED_SHOWN
 from fairsched.simplan import MAX_JOBS
-from tests.conftest import with_database
+from tests.conftest import template_copy
 
 K8S = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 
@@ -76,13 +75,7 @@ class Backlog:
 
 
 def _backlog(server_dsn: str, template_db: str, jobs: int) -> Iterator[Backlog]:
-    name = f"fairsched_test_operator_plans_{jobs}"
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        create = sql.SQL("CREATE DATABASE {} TEMPLATE {}")
-        admin.execute(create.format(sql.Identifier(name), sql.Identifier(template_db)))
-    dsn = with_database(server_dsn, name)
-    try:
+    with template_copy(server_dsn, template_db, f"fairsched_test_operator_plans_{jobs}") as dsn:
         with Client(dsn) as client:
             client.declare_queue(QUEUE, QueueSettings(policies=["weighted", "serial"]))
             client.declare_queue("quiet", QueueSettings())
@@ -97,9 +90,6 @@ def _backlog(server_dsn: str, template_db: str, jobs: int) -> Iterator[Backlog]:
             conn.execute("VACUUM ANALYZE fairsched.aggregates")
             conn.execute("SET jit = off")
             yield Backlog(conn, since)
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def _one(conn: psycopg.Connection, query: str) -> Any:

@@ -5,32 +5,16 @@ from __future__ import annotations
 
 import socket
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
-import pytest
-from apps.capacity import create_runs_table
-from worker_support import Workers, running_workers, wait_for
+from test_capacity import client, workers
+from worker_support import Workers, wait_for
 
-from fairsched import Client, JobSpec, QueueSettings, Settings
+from fairsched import Client, JobSpec
 
-APP = "apps.capacity:app"
-
-
-@pytest.fixture
-def client(fresh_db: str, db: psycopg.Connection) -> Iterator[Client]:
-    create_runs_table(db)
-    with Client(fresh_db, settings=Settings()) as c:
-        for queue in ("emails", "reports"):
-            c.declare_queue(queue, QueueSettings(lease_seconds=10))
-        yield c
-
-
-@pytest.fixture
-def workers(fresh_db: str, tmp_path: Path) -> Iterator[Workers]:
-    with running_workers(fresh_db, tmp_path, APP) as w:
-        yield w
+# The capacity tests' fixtures: their runs table, queues emails and reports, and workers
+# running their app.
+__all__ = ["client", "workers"]
 
 
 def free_port() -> int:
