@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.bench import parse_backlogs, short_count
+from bench.bench import SCENARIOS, parse_backlogs, short_count
 from bench.claimbench import STACKS
 from fairsched.errors import InvalidInput
 
@@ -200,6 +200,5 @@ def test_bench_refuses_an_unknown_scenario(server_dsn: str) -> None:
         check=False,
     )
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [
-        "error: unknown scenario nope; known: claims, backlog, churn, e2e, noisy, shares, memory"
-    ]
+    known = ", ".join(SCENARIOS)
+    assert done.stderr.strip().splitlines() == [f"error: unknown scenario nope; known: {known}"]
