@@ -46,6 +46,9 @@ _LIMIT_SETTINGS: dict[type[psycopg.Error], str] = {
     pg_errors.IdleInTransactionSessionTimeout: "idle_in_transaction_timeout_seconds",
 }
 """Errors a session limit (:data:`ROLE_LIMITS`) raises, and the setting behind each."""
+_IDLE_ENDED = "idle-in-transaction timeout"
+"""The server's words when it ends an idle transaction's session: some psycopg releases
+report it as a plain connection failure, without its SQLSTATE."""
 
 
 def translate(error: psycopg.Error) -> FairschedError:
@@ -56,7 +59,7 @@ def translate(error: psycopg.Error) -> FairschedError:
     if isinstance(error, pg_errors.IntegrityError | pg_errors.DataError):
         return InvalidInput(f"rejected by the database: {detail}")
     for kind, setting in _LIMIT_SETTINGS.items():
-        if isinstance(error, kind):
+        if isinstance(error, kind) or (setting.startswith("idle") and _IDLE_ENDED in detail):
             return DatabaseError(f"{detail} (a session limit: {setting}; docs/operations.md, Bounded stalls)")
     if "unsupported startup parameter: options" in detail:
         return DatabaseUnavailable(
