@@ -33,6 +33,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from worker_support import free_port
 
 from fairsched.db.migrate import migrate
 
@@ -62,14 +63,6 @@ PG_BIN = server_bin_dir()
 SERVER_USER = "postgres"
 DEBIAN_TOOLS = {"pgbouncer": "pgbouncer", "faketime": "faketime"}
 """Executable name -> Debian package."""
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def ensure_tools(*names: str) -> None:

@@ -6,7 +6,6 @@ import os
 import re
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,12 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from worker_support import free_port
 
 
 def metrics(url: str) -> str:

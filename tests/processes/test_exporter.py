@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+from worker_support import free_port
 
 from fairsched import Client, FailureKind, JobSpec, QueueSettings, Settings
 from fairsched.db.sql import QUERIES
@@ -212,12 +212,6 @@ def test_scrape_uses_indexes_and_costs_the_same_at_20x_backlog(
 
 
 # -- the real process ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

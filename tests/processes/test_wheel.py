@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import psycopg
 from cli_support import REPO
+from worker_support import free_port
 
 SUCCEEDED = "SELECT count(*) FROM fairsched.jobs WHERE status = 'succeeded'"
 LAB = {"soak", "peers", "claimbench", "ledger", "commitprobe", "cputime", "benchapp"}
@@ -167,9 +167,3 @@ def test_the_wheel_in_a_clean_venv_runs_what_the_container_runs(fresh_db: str, t
     finally:
         exporter.send_signal(signal.SIGTERM)
         exporter.communicate(timeout=30)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -3,25 +3,17 @@ scraped from its ``--metrics-port`` (static split, and weighted split with borro
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from pathlib import Path
 
 from test_capacity import client, workers
-from worker_support import Workers, wait_for
+from worker_support import Workers, free_port, wait_for
 
 from fairsched import Client, JobSpec
 
 # The capacity tests' fixtures: their runs table, queues emails and reports, and workers
 # running their app.
 __all__ = ["client", "workers"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def gauges(port: int) -> dict[str, float]:
