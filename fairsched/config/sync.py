@@ -65,7 +65,7 @@ DEFAULT_TENANT = TenantSettings()
 
 def orders_tenants(queue: QueueSettings) -> bool:
     """Whether the queue's stack shares claims across tenants (raises on unknown policies)."""
-    return any(p.orders_tenants for p in resolve(queue.policies))
+    return any(p.tenant_order() is not None for p in resolve(queue.policies))
 
 
 def effective_tenants(settings: Settings, queue: QueueSettings) -> dict[str, TenantSettings]:
@@ -405,6 +405,6 @@ def tenant_set(
     with conn.transaction():
         tenant_share_set(conn, queue, tenant, weight=weight, cap=cap)
         conn.execute(QUERIES["configsync_queue_notify"], {"name": queue})
-    if queue_stack(conn, queue).weighted:
+    if queue_stack(conn, queue).tenant_ordered:
         return ""
     return f" (stored; {queue}'s policy stack has no weighted policy, so it does not shape claims yet)"

@@ -18,7 +18,7 @@ from psycopg import sql
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
-from fairsched.engine.composer import compose_claim
+from fairsched.engine.composer import compose_claim, stack_filters
 from fairsched.engine.lease import Lease, lease_row
 from fairsched.engine.settle import tenants_deactivate_dry
 from fairsched.policy.registry import queue_stack, resolve
@@ -37,7 +37,7 @@ def claim_statement(names: Sequence[str], params: Mapping[str, object]) -> sql.S
 
 def tenant_first(names: Sequence[str]) -> bool:
     """Whether a stack's claim takes the tenant-first shape (a policy orders tenants)."""
-    return any(p.orders_tenants for p in resolve(tuple(names)))
+    return any(p.tenant_order() is not None for p in resolve(tuple(names)))
 
 
 _GENERIC_SESSIONS: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
@@ -101,9 +101,9 @@ def jobs_claim(
         params = claim_params(queue, owner=owner, limit=limit - len(leases), lease_seconds=lease_seconds)
         with operation("jobs_claim"), conn.cursor(row_factory=lease_row) as cur:
             leases += claim_execute(cur, stack.names, params)
-        if not stack.weighted or len(leases) >= limit:
+        if not stack.tenant_ordered or len(leases) >= limit:
             break
-        if not tenants_deactivate_dry(conn, queue, limit=limit):
+        if not tenants_deactivate_dry(conn, queue, limit=limit, filters=stack_filters(stack.names)):
             break
     if leases:
         ids = [lease.id for lease in leases]

@@ -3,24 +3,24 @@
 Candidates are locked with ``FOR UPDATE SKIP LOCKED`` in a ``MATERIALIZED``
 CTE (so the planner cannot update more rows than the limit), then moved to
 ``running`` with ``attempt_count + 1``, ``lease_token + 1`` and an expiry in
-database time. :func:`compose_claim` renders a stack into that statement with
-:mod:`psycopg.sql`, cached per stack and shape. Two shapes exist:
+database time. :func:`compose_claim` renders a stack's extension points
+(:mod:`fairsched.policy.interface`) into that statement with :mod:`psycopg.sql`,
+cached per stack and shape. Two shapes exist:
 
-- **job-first**: one index-ordered scan of the queue's pending jobs in the
-  stack's job order, stopping at the first ``limit`` claimable rows;
-- **tenant-first** (a policy orders tenants): the lowest-``pass`` active
-  tenants from ``tenant_shares_pass_idx``, a quota per tenant by stride
-  (the ``limit`` smallest virtual finish tags), then per tenant an
-  index-ordered scan of its pending jobs; the tenants' ``pass`` and
-  ``running`` advance in the same statement (last, after the jobs move,
-  unless the queue has caps), and a tenant over its cap gets nothing. A
-  claim of one job runs its single shape (one tenant, no quota to spread,
-  no lock order to keep, charged first).
+- **job-first** (no policy orders tenants): one index-ordered scan of the queue's
+  pending jobs in the stack's job order, stopping at the first ``limit`` claimable rows;
+- **tenant-first**: the tenant order's ``tenants`` and ``quota`` choose tenants and how
+  many jobs each gets, then per tenant an index-ordered scan of its pending jobs in
+  the stack's job order; the tenant order's tail charges and moves them. A claim of
+  one job takes the tenant order's ``*_one`` parts.
 
-Both shapes start their scans at the queue's claim heads (``fairsched.claim_heads``:
-a key at or below every pending job's, per built-in job order; ``pass_floors``: at or
-below every active tenant's pass), past the dead index entries earlier claims left.
-See ``docs/claim-design.md``.
+Filters join every scan's ``WHERE``. An admission passes over tenants out of budget
+(and bounds a chosen tenant's room) and, after the scan, keeps per tenant the
+candidates its ``admit`` function admits.
+
+Scans start at the queue's claim heads (``fairsched.claim_heads``: a key at or below
+every pending job's, for the job orders that have one), past the dead index entries
+earlier claims left. See ``docs/claim-design.md``.
 """
 
 from __future__ import annotations
@@ -54,18 +54,18 @@ NEGATED = frozenset({"priority", "aging_key", "id"})
 an order is one ascending index key a row comparison can position."""
 
 _JOB_FIRST = """WITH q AS (
-    SELECT qs.lease_seconds, qs.max_runtime_seconds,
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params,
            {heads}
       FROM fairsched.queues AS qs
       LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
      WHERE qs.name = %(queue)s
-), candidate AS MATERIALIZED (
-    SELECT j.id
+), {scanned} AS MATERIALIZED (
+    SELECT j.id{tenant}
       FROM fairsched.jobs AS j
      WHERE j.queue_name = %(queue)s AND j.status = 'pending' AND j.available_at <= now(){head}{filters}
      ORDER BY {order}
      LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE SKIP LOCKED{admitted}
 ), moved AS (
     UPDATE fairsched.jobs AS j
        SET {set_running},
@@ -80,30 +80,16 @@ SELECT m.*
  ORDER BY c.n"""
 
 _TENANT_FIRST = """WITH q AS (
-    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.charge, qs.tenant_cap,{capped}
-           coalesce(f.pass, '-Infinity') AS pass_floor,
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params,{queue}
            {heads}
       FROM fairsched.queues AS qs
-      LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
-      LEFT JOIN fairsched.pass_floors AS f ON f.queue_name = qs.name
+      LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name{joins}
      WHERE qs.name = %(queue)s
 ), tenants AS MATERIALIZED (
-    SELECT t.tenant, t.weight, t.pass, t.claimed_total,
-           CASE WHEN q.charge = 'runtime' THEN t.runtime_estimate ELSE 1 END AS cost,
-           least(%(limit)s, coalesce(lim.cap - lim.running, %(limit)s)) AS room
-      FROM fairsched.tenant_shares AS t
-     CROSS JOIN q
-     CROSS JOIN LATERAL (
-        SELECT coalesce(t.cap, q.tenant_cap) AS cap,
-               CASE WHEN coalesce(t.cap, q.tenant_cap) IS NOT NULL THEN {running} END AS running
-     ) AS lim
-     WHERE t.queue_name = %(queue)s AND t.active AND t.pass >= (SELECT q.pass_floor FROM q)
-       AND (lim.cap IS NULL OR lim.running < lim.cap)
-     ORDER BY t.pass, t.claimed_total, t.tenant
-     LIMIT %(limit)s
+    {tenants}
 ), quota AS {quota_materialized}(
     {quota}
-), candidate AS MATERIALIZED (
+), {scanned} AS MATERIALIZED (
     SELECT c.id, qt.tenant
       FROM quota AS qt
      CROSS JOIN LATERAL (
@@ -113,117 +99,34 @@ _TENANT_FIRST = """WITH q AS (
            AND j.status = 'pending' AND j.available_at <= now(){head}{filters}
          ORDER BY {order}
          LIMIT qt.n
-           FOR UPDATE SKIP LOCKED) AS c
+           FOR UPDATE SKIP LOCKED) AS c{admitted}
 {charge_and_move}"""
 
-# How many jobs each chosen tenant gets: stride water-filling over the virtual finish
-# tags ``pass + k * cost / weight``, the ``limit`` smallest. Each tenant's tags are
-# generated only up to a bound the ``limit``-th smallest cannot exceed: the tenants with
-# room for the whole limit hold at least ``limit`` tags at or below
-# ``max(max pass, (limit + n + sum(pass * weight / cost)) / sum(weight / cost))``, since
-# each holds at least ``(T - pass) * weight / cost - 1`` of them below any T at or above
-# its pass (k one past the bound absorbs rounding). With none, every tenant's room is
-# generated. Ten level tenants and a limit of 50: 70 tags sorted instead of 500.
-# A claim of one job takes the one tenant chosen, a CTE the candidate scan inlines.
-_QUOTA = """SELECT s.tenant, count(*)::int AS n
-      FROM (SELECT t.tenant
-              FROM tenants AS t
-             CROSS JOIN (SELECT greatest(max(u.pass),
-                                         (%(limit)s + count(*) + sum(u.pass * u.weight / u.cost))
-                                         / sum(u.weight / u.cost)) AS tag
-                           FROM tenants AS u
-                          WHERE u.room >= %(limit)s) AS bound
-             CROSS JOIN LATERAL generate_series(1, CASE
-                    WHEN bound.tag IS NULL THEN t.room
-                    ELSE least(t.room, greatest(ceil((bound.tag - t.pass) * t.weight / t.cost), 0) + 1)::int
-                    END) AS k(k)
-             ORDER BY t.pass + k.k * t.cost / t.weight, t.claimed_total, t.tenant
-             LIMIT %(limit)s) AS s
-     GROUP BY s.tenant"""
-_QUOTA_ONE = "SELECT t.tenant, 1 AS n FROM tenants AS t"
+# A stack with an admission scans its candidates as ``scanned``; the admission's
+# ``admit`` function is called once with them counted per tenant (tenants in order:
+# its lock order), and ``candidate`` keeps, per tenant, the first of them it admits,
+# in the scan's order.
+_ADMITTED = """
+), admitted AS MATERIALIZED (
+    SELECT a.tenant, a.admitted
+      FROM (SELECT array_agg(d.tenant ORDER BY d.tenant) AS tenants,
+                   array_agg(d.n ORDER BY d.tenant) AS wanted
+              FROM (SELECT s.tenant, count(*)::int AS n FROM scanned AS s GROUP BY s.tenant) AS d) AS d
+     CROSS JOIN LATERAL {admit}(%(queue)s, d.tenants, d.wanted) AS a(tenant, admitted)
+     WHERE d.tenants IS NOT NULL
+), candidate AS MATERIALIZED (
+    SELECT s.id, s.tenant
+      FROM (SELECT s.id, s.tenant, s.n, row_number() OVER (PARTITION BY s.tenant ORDER BY s.n) AS k
+              FROM (SELECT s.id, s.tenant, row_number() OVER () AS n FROM scanned AS s) AS s) AS s
+      LEFT JOIN admitted AS a USING (tenant)
+     WHERE a.tenant IS NULL OR s.k <= a.admitted
+     ORDER BY s.n"""
 
-# The charge. On a queue with caps (``q.capped``) it comes first and checks each
-# tenant's cap on its latest row version; only jobs of tenants it charged move. On a
-# queue without, the jobs move first and the charge runs last, at the end of the
-# statement (a data-modifying WITH runs to completion after the main query), so
-# concurrent claims hold the share rows only for the charge and their commit, not the
-# jobs' move.
-_CHARGE = """pass = t.pass + c.n * tn.cost / t.weight,
-           running = t.running + c.n,
-           claimed_total = t.claimed_total + c.n,
-           charged_total = t.charged_total + c.n * tn.cost,
-           updated_at = now()"""
-
-# Whether a charge of ``c.n`` more jobs keeps the share row ``t`` within its cap, read on
-# the row version the charge's update locked.
-_CAP_ALLOWS = """(coalesce(t.cap, q.tenant_cap) IS NULL
-            OR {running} + c.n <= coalesce(t.cap, q.tenant_cap))"""
-
-_CAPPED = """
-           qs.tenant_cap IS NOT NULL OR EXISTS (
-               SELECT FROM fairsched.tenant_shares AS s
-                WHERE s.queue_name = qs.name AND s.cap IS NOT NULL) AS capped,"""
-
-# The charge at either end (see ``_CHARGE``). With caps: the candidates counted per
-# tenant, their share rows locked in tenant order (one lock order everywhere), charged
-# where the cap allows (``charged`` returns the ids of the jobs to move). Without:
-# ``charged_last`` charges the moved jobs' tenants, in tenant order.
-_CHARGE_EITHER_END = """), locked AS MATERIALIZED (
-    SELECT c.tenant, c.n, c.ids
-      FROM (SELECT tenant, count(*)::int AS n, array_agg(id) AS ids
-              FROM candidate GROUP BY tenant ORDER BY tenant) AS c
-     CROSS JOIN LATERAL (
-        SELECT
-          FROM fairsched.tenant_shares AS t
-         WHERE t.queue_name = %(queue)s AND t.tenant = c.tenant
-           FOR NO KEY UPDATE) AS l
-     WHERE (SELECT q.capped FROM q)
-), charged AS (
-    UPDATE fairsched.tenant_shares AS t
-       SET {charge}
-      FROM locked AS c JOIN tenants AS tn USING (tenant), q
-     WHERE t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT l.tenant FROM locked AS l))
-       AND t.tenant = c.tenant
-       AND {cap_allows}
-    RETURNING c.ids
-), moved AS (
-    UPDATE fairsched.jobs AS j
-       SET {set_running},
-           share_counted = true
-      FROM q
-     WHERE j.id = ANY (ARRAY(SELECT unnest(c.ids) FROM charged AS c
-                             UNION ALL
-                             SELECT c.id FROM candidate AS c WHERE NOT (SELECT q.capped FROM q)))
-    RETURNING {returning}
-), charged_last AS (
-    UPDATE fairsched.tenant_shares AS t
-       SET {charge}
-      FROM (SELECT m.tenant, count(*)::int AS n FROM moved AS m GROUP BY m.tenant ORDER BY m.tenant) AS c
-      JOIN tenants AS tn USING (tenant)
-     WHERE NOT (SELECT q.capped FROM q)
-       AND t.queue_name = %(queue)s AND t.tenant = ANY (ARRAY(SELECT m.tenant FROM moved AS m))
-       AND t.tenant = c.tenant
-)
-SELECT m.* FROM moved AS m"""
-
-# A claim of one job charges its one share row first whatever the caps, its update
-# taking the lock and checking the cap; only a charged tenant's job moves. Its one
-# candidate needs no grouping, lock order or id arrays. (Rendered with both orders, a
-# claim of one ran ~15% slower; through the general charge-first steps, ~4%.)
-_CHARGE_ONE = """), charged AS (
-    UPDATE fairsched.tenant_shares AS t
-       SET {charge}
-      FROM (SELECT c.id, c.tenant, 1 AS n FROM candidate AS c) AS c JOIN tenants AS tn USING (tenant), q
-     WHERE t.queue_name = %(queue)s AND t.tenant = (SELECT c.tenant FROM candidate AS c)
-       AND {cap_allows}
-    RETURNING c.id
-)
-UPDATE fairsched.jobs AS j
-   SET {set_running},
-       share_counted = true
-  FROM q
- WHERE j.id = (SELECT c.id FROM charged AS c)
-RETURNING {returning}"""
+# A tenant out of budget is passed over, and a tenant-first claim gives a tenant no more
+# room than its budget, read once per tenant.
+_ADMIT_FILTER = "\n       AND coalesce({budget} >= 1, true)"
+_ADMIT_JOIN = "\n     CROSS JOIN LATERAL (SELECT {budget}(%(queue)s, t.tenant) AS budget) AS admit"
+_ADMIT_ROOM = ", coalesce(floor(admit.budget)::int, %(limit)s)"
 
 _SET_RUNNING = """status = 'running',
        attempt_count = j.attempt_count + 1,
@@ -240,10 +143,6 @@ _HEAD_COLUMNS = """coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
            coalesce(h.fifo_id, 0) AS fifo_id,
            coalesce(h.aging_key, '-Infinity') AS aging_key,
            coalesce(h.aging_id, 0) AS aging_id"""
-
-# A tenant's running jobs: the claims its share row counted minus the releases that
-# finishers recorded (read from the claim's snapshot: late, never early, so caps hold).
-_TENANT_RUNNING = "(t.running - fairsched.tenant_released(t.queue_name, t.tenant))"
 
 _RETURNING = """j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
           j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
@@ -264,42 +163,64 @@ def stack_order(stack: Sequence[Policy]) -> tuple[OrderTerm, ...]:
 
 
 @lru_cache(maxsize=128)
+def stack_filters(names: tuple[str, ...]) -> sql.Composable:
+    """The stack's claim filters as ``AND (...)`` terms over the job row ``j``."""
+    filters = [f for f in (p.claim_filter() for p in resolve(names)) if f is not None]
+    return sql.SQL("").join(sql.SQL("\n       AND ({})").format(f) for f in filters)
+
+
+@lru_cache(maxsize=128)
 def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -> sql.SQL:
     """The claim statement of a policy stack (cached per stack and shape, rendered: a
     composed statement would be rendered again at every execute, ~20 µs a claim).
 
-    ``single``: the tenant-first statement of a claim of one job, which takes the one
-    tenant chosen (no quota to spread) and leaves locking its share row to the charge
-    (no lock order to keep). It is for ``limit`` 1 only (its charge and move read the one
-    candidate as a scalar; :func:`claim_statement` picks it then), and claims what the
-    general statement would; the job-first statement has one shape, whatever ``single``
-    says.
+    ``single``: the tenant-first statement of a claim of one job, built from the tenant
+    order's ``*_one`` parts. It is for ``limit`` 1 only (:func:`claim_statement` picks
+    it then) and claims what the general statement would; the job-first statement has
+    one shape, whatever ``single`` says.
     """
     stack = resolve(names)
     terms = stack_order(stack)
     order = sql.SQL(", ").join(_order_term(term) for term in terms)
-    filters = [f for f in (p.claim_filter() for p in stack) if f is not None]
-    rendered_filters = sql.SQL("").join(sql.SQL("\n       AND ({})").format(f) for f in filters)
-    running = sql.SQL(_TENANT_RUNNING)
+    admission = next((a for a in (p.admission() for p in stack) if a is not None), None)
+    tenant_order = next((t for t in (p.tenant_order() for p in stack) if t is not None), None)
+    rendered_filters = stack_filters(names)
     parts: dict[str, sql.Composable] = {
         "filters": rendered_filters,
         "order": order,
         "heads": sql.SQL(_HEAD_COLUMNS),
         "head": _head_bound(terms, order),
         "set_running": sql.SQL(_SET_RUNNING),
-        "running": running,
-        "charge": sql.SQL(_CHARGE),
-        "cap_allows": sql.SQL(_CAP_ALLOWS).format(running=running),
         "returning": sql.SQL(_RETURNING),
-        "quota": sql.SQL(_QUOTA_ONE if single else _QUOTA),
-        "quota_materialized": sql.SQL("" if single else "MATERIALIZED "),
-        "capped": sql.SQL("" if single else _CAPPED),
+        "scanned": sql.SQL("scanned" if admission else "candidate"),
+        "tenant": sql.SQL(", j.tenant" if admission and not tenant_order else ""),
+        "admitted": sql.SQL(""),
+        "admit_join": sql.SQL(""),
+        "admit_filter": sql.SQL(""),
+        "admit_room": sql.SQL(""),
     }
-    if not any(p.orders_tenants for p in stack):
+    if admission is not None:
+        parts["admitted"] = sql.SQL(_ADMITTED).format(admit=admission.admit)
+        if tenant_order is None:
+            budget = sql.SQL("{}(%(queue)s, j.tenant)").format(admission.budget)
+            parts["filters"] = sql.Composed([rendered_filters, sql.SQL(_ADMIT_FILTER).format(budget=budget)])
+        else:
+            parts["admit_join"] = sql.SQL(_ADMIT_JOIN).format(budget=admission.budget)
+            parts["admit_filter"] = sql.SQL(_ADMIT_FILTER).format(budget=sql.SQL("admit.budget"))
+            parts["admit_room"] = sql.SQL(_ADMIT_ROOM)
+    if tenant_order is None:
         statement = sql.SQL(_JOB_FIRST).format(**parts)
     else:
-        tail = sql.SQL(_CHARGE_ONE if single else _CHARGE_EITHER_END).format(**parts)
-        statement = sql.SQL(_TENANT_FIRST).format(charge_and_move=tail, **parts)
+        template = {
+            "queue": tenant_order.queue_one if single else tenant_order.queue,
+            "joins": tenant_order.joins,
+            "tenants": tenant_order.tenants,
+            "quota": tenant_order.quota_one if single else tenant_order.quota,
+            "quota_materialized": "" if single else "MATERIALIZED ",
+            "charge_and_move": tenant_order.charge_one if single else tenant_order.charge,
+        }
+        filled = {key: sql.SQL(value).format(**parts) for key, value in template.items()}
+        statement = sql.SQL(_TENANT_FIRST).format(**filled, **parts)
     return sql.SQL(statement.as_string(None))
 
 

@@ -115,7 +115,7 @@ def aggregate_skip(conn: psycopg.Connection, queue: str, tenant: str, key: str, 
         if row is None:
             raise JobNotFound(f"aggregate {key!r} of tenant {tenant!r} on {queue!r} is not blocked")
         promoted = aggregates_advance(conn, [(queue, tenant, key)])
-        if promoted and queue_stack(conn, queue).weighted:
+        if promoted and queue_stack(conn, queue).tenant_ordered:
             tenants_activate(conn, queue, [p[2] for p in promoted], [p[3] for p in promoted])
     job_id: int = row[0]
     return job_id

@@ -136,13 +136,13 @@ def jobs_enqueue(
     hooked = any(type(p).on_enqueue is not BasePolicy.on_enqueue for p in stack.policies)
     # One statement on its own, activation included, unless serial jobs must be promoted
     # after the insert or a policy's hook runs in the enqueuing transaction.
-    params |= {"serial": serial, "activate": stack.weighted and not serial}
+    params |= {"serial": serial, "activate": stack.tenant_ordered and not serial}
     with conn.transaction() if serial or hooked else nullcontext():
         ids = _insert(conn, queue, checked, params, serial=serial)
         if serial:
             keys = sorted({(queue, j.tenant, j.aggregate_key) for j in checked if j.aggregate_key})
             pending = [(t, due) for _id, _q, t, due in aggregates_advance(conn, keys)]
-            if stack.weighted:
+            if stack.tenant_ordered:
                 pending += [(j.tenant, j.run_at or _NOW) for j in checked if not j.aggregate_key]
                 tenants_activate(conn, queue, [p[0] for p in pending], [p[1] for p in pending])
         for policy in stack.policies:

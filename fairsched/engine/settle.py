@@ -16,24 +16,32 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 
 import psycopg
+from psycopg import sql
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.policy import BasePolicy
 from fairsched.policy.registry import queue_stack
 
+NO_FILTERS = sql.SQL("")
 
-def tenants_deactivate_dry(conn: psycopg.Connection, queue: str, *, limit: int) -> list[str]:
-    """Take the lowest-pass active tenants with nothing claimable out of the selection.
+
+def tenants_deactivate_dry(
+    conn: psycopg.Connection, queue: str, *, limit: int, filters: sql.Composable = NO_FILTERS
+) -> list[str]:
+    """Take the lowest-pass active tenants with nothing claimable out of the selection:
+    no pending job due that passes the stack's ``filters`` (:func:`~fairsched.engine.composer.stack_filters`).
 
     Two statements: lock (skipping rows a transaction making jobs pending holds),
     then decide on a snapshot taken after the lock. Returns the tenants looked at.
     """
+    lock = sql.SQL(QUERIES["tenant_shares_lock_dry"]).format(filters=filters)
+    deactivate = sql.SQL(QUERIES["tenant_shares_deactivate"]).format(filters=filters)
     with operation("tenant_shares_deactivate"), conn.transaction():
-        rows = conn.execute(QUERIES["tenant_shares_lock_dry"], {"queue": queue, "limit": limit}).fetchall()
+        rows = conn.execute(lock, {"queue": queue, "limit": limit}).fetchall()
         tenants = [row[0] for row in rows]
         if tenants:
-            conn.execute(QUERIES["tenant_shares_deactivate"], {"queue": queue, "tenants": tenants})
+            conn.execute(deactivate, {"queue": queue, "tenants": tenants})
     return tenants
 
 
@@ -85,7 +93,7 @@ def settle_needed(
     ``aggregates=False``: none of the jobs belongs to one)."""
     for queue in queues:
         stack = queue_stack(conn, queue)
-        if (stack.weighted and shares) or (stack.serial and aggregates):
+        if (stack.tenant_ordered and shares) or (stack.serial and aggregates):
             return True
         if any(type(p).on_finish is not BasePolicy.on_finish for p in stack.policies):
             return True
@@ -114,7 +122,7 @@ def jobs_settle(
         stack = queue_stack(conn, queue)
         queue_ids = [job[0] for job in jobs]
         pending = [(job[1], job[5]) for job in jobs if job[2] == "pending"]
-        if stack.weighted and left_running and shares:
+        if stack.tenant_ordered and left_running and shares:
             with operation("tenant_shares_finish"):
                 conn.execute(QUERIES["tenant_shares_finish"], {"ids": queue_ids})
         if any(job[3] for job in jobs):
@@ -122,7 +130,7 @@ def jobs_settle(
                 locked = conn.execute(QUERIES["aggregates_finish"], {"ids": queue_ids}).fetchall()
             promoted = aggregates_advance(conn, [(r[0], r[1], r[2]) for r in locked])
             pending += [(tenant, due) for _id, _queue, tenant, due in promoted]
-        if stack.weighted and pending:
+        if stack.tenant_ordered and pending:
             tenants_activate(conn, queue, [p[0] for p in pending], [p[1] for p in pending])
         for policy in stack.policies:
             policy.on_finish(conn, queue, queue_ids)

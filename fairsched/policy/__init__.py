@@ -9,6 +9,14 @@
 [OrderTerm(column='id', descending=True)]
 """
 
-from fairsched.policy.interface import GROUP, BasePolicy, OrderColumn, OrderTerm, Policy
+from fairsched.policy.interface import (
+    GROUP,
+    Admission,
+    BasePolicy,
+    OrderColumn,
+    OrderTerm,
+    Policy,
+    TenantOrder,
+)
 
-__all__ = ["GROUP", "BasePolicy", "OrderColumn", "OrderTerm", "Policy"]
+__all__ = ["GROUP", "Admission", "BasePolicy", "OrderColumn", "OrderTerm", "Policy", "TenantOrder"]

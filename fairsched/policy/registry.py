@@ -47,8 +47,10 @@ def resolve(names: Sequence[str]) -> tuple[Policy, ...]:
     if len(set(names)) != len(names):
         raise ConfigError(f"policy stack {list(names)} names a policy twice")
     stack = tuple(known[name] for name in names)
-    if sum(p.orders_tenants for p in stack) > 1:
-        raise ConfigError(f"policy stack {list(names)} has more than one tenant-ordering policy")
+    if sum(p.tenant_order() is not None for p in stack) > 1:
+        raise ConfigError(f"policy stack {list(names)} has more than one policy that orders tenants")
+    if sum(p.admission() is not None for p in stack) > 1:
+        raise ConfigError(f"policy stack {list(names)} has more than one policy that admits claims")
     return stack
 
 
@@ -71,8 +73,9 @@ class QueueStack:
         return resolve(self.names)
 
     @property
-    def weighted(self) -> bool:
-        return any(p.orders_tenants for p in self.policies)
+    def tenant_ordered(self) -> bool:
+        """A policy of the stack orders tenants: claims are tenant-first."""
+        return any(p.tenant_order() is not None for p in self.policies)
 
     @property
     def serial(self) -> bool:

@@ -192,7 +192,7 @@ class QueueRunner:
             return
         stack = self._worker.client.queue_stack(self.name)
         with self._cond:
-            self._reserve = self._reserve_slots if stack.weighted and stack.notify else 0
+            self._reserve = self._reserve_slots if stack.tenant_ordered and stack.notify else 0
         self._reserve_checked = now
 
     def _dispatch(self, leases: list[Lease], *, more: bool) -> None:

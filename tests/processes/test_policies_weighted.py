@@ -15,13 +15,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policies_support import claim_concurrently, declare, fill, shares
-from psycopg import pq
+from psycopg import pq, sql
 
 from fairsched import Client, JobSpec
 from fairsched.db.sql import QUERIES
 from fairsched.engine.lease import Failure, FailureKind, Lease, leases_complete, leases_fail
 from fairsched.errors import InvalidInput
 from fairsched.policy.registry import TenantShare, tenant_share_set, tenant_shares_list
+
+DRY = ("tenant_shares_lock_dry", "tenant_shares_deactivate")
+"""The dry-tenant statements, composed with a stack's filters."""
 
 
 def test_shares_follow_weights_1_2_5_over_10k_claims(client: Client) -> None:
@@ -182,8 +185,10 @@ def test_an_enqueue_racing_a_deactivation_leaves_its_tenant_active(client: Clien
             errors.append(e)
 
     with psycopg.connect(fresh_db, autocommit=True) as deactivator, deactivator.transaction():
-        deactivator.execute(QUERIES["tenant_shares_lock_dry"], {"queue": "w", "limit": 5})
-        deactivator.execute(QUERIES["tenant_shares_deactivate"], {"queue": "w", "tenants": ["t"]})
+        no_filters = {"filters": sql.SQL("")}
+        lock, deactivate = (sql.SQL(QUERIES[name]).format(**no_filters) for name in DRY)
+        deactivator.execute(lock, {"queue": "w", "limit": 5})
+        deactivator.execute(deactivate, {"queue": "w", "tenants": ["t"]})
         racer = threading.Thread(target=enqueue)
         racer.start()
         with psycopg.connect(fresh_db, autocommit=True) as db:

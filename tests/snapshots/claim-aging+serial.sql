@@ -1,5 +1,5 @@
 WITH q AS (
-    SELECT qs.lease_seconds, qs.max_runtime_seconds,
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params,
            coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
            coalesce(h.fifo_available_at, '-infinity') AS fifo_available_at,
            coalesce(h.fifo_id, 0) AS fifo_id,

@@ -1,5 +1,5 @@
 WITH q AS (
-    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.charge, qs.tenant_cap,
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params, qs.charge, qs.tenant_cap,
            qs.tenant_cap IS NOT NULL OR EXISTS (
                SELECT FROM fairsched.tenant_shares AS s
                 WHERE s.queue_name = qs.name AND s.cap IS NOT NULL) AS capped,

@@ -11,7 +11,10 @@ SELECT name, policies, aging_interval_seconds, charge, tenant_cap, serial_gap, s
 SELECT fairsched.tenant_shares_activate(%(queue)s, %(tenants)s::text[], %(dues)s::timestamptz[])
 
 -- name: tenant_shares_lock_dry
--- Lock (skipping busy rows) the lowest-pass active tenants that have nothing claimable.
+-- Lock (skipping busy rows) the lowest-pass active tenants that have nothing claimable
+-- (no pending job due that passes the stack's filters, composed in where it says; they
+-- may read the queue's policy_params as q.params).
+WITH q AS (SELECT qs.policy_params AS params FROM fairsched.queues AS qs WHERE qs.name = %(queue)s)
 SELECT t.tenant
   FROM fairsched.tenant_shares t
  WHERE (t.queue_name, t.tenant) IN (
@@ -20,11 +23,13 @@ SELECT t.tenant
          ORDER BY s.pass, s.claimed_total, s.tenant LIMIT %(limit)s)
    AND NOT EXISTS (SELECT 1 FROM fairsched.jobs j
                     WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
-                      AND j.status = 'pending' AND j.available_at <= now())
+                      AND j.status = 'pending' AND j.available_at <= now(){filters})
    FOR UPDATE OF t SKIP LOCKED
 
 -- name: tenant_shares_deactivate
--- Take locked dry tenants out of the selection; remember when their next job is due.
+-- Take locked dry tenants out of the selection; remember when their next job is due (a
+-- tenant whose due jobs the filters pass over is woken again then, and looked at again).
+WITH q AS (SELECT qs.policy_params AS params FROM fairsched.queues AS qs WHERE qs.name = %(queue)s)
 UPDATE fairsched.tenant_shares AS t
    SET active = false,
        ready_at = coalesce((SELECT min(j.available_at) FROM fairsched.jobs j
@@ -34,7 +39,7 @@ UPDATE fairsched.tenant_shares AS t
  WHERE t.queue_name = %(queue)s AND t.tenant = ANY(%(tenants)s::text[])
    AND NOT EXISTS (SELECT 1 FROM fairsched.jobs j
                     WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
-                      AND j.status = 'pending' AND j.available_at <= now())
+                      AND j.status = 'pending' AND j.available_at <= now(){filters})
 
 -- name: tenant_shares_wake
 -- Sweeper: inactive tenants whose delayed work came due rejoin at the lowest active pass.
