@@ -59,9 +59,17 @@ def with_database(dsn: str, dbname: str) -> str:
 
 
 def _migrations_hash() -> str:
-    digest = hashlib.sha256()
+    """The engine's migration files and every installed policy's, by name and content, and
+    the code that applies them."""
+    from fairsched.db import migrate
+
+    digest = hashlib.sha256(Path(migrate.__file__).read_bytes())
     for path in sorted(migrations_dir().glob("*.sql")):
         digest.update(path.name.encode() + path.read_bytes())
+    for policy, folder in sorted(migrate.installed_policy_migrations().items()):
+        files = sorted(folder.iterdir(), key=lambda f: f.name) if folder is not None else []
+        for file in (f for f in files if f.is_file() and f.name.endswith(".sql")):
+            digest.update(f"{policy}:{file.name}".encode() + file.read_bytes())
     return digest.hexdigest()[:12]
 
 

@@ -8,7 +8,8 @@ from fairsched.cli.root import ConfigOption, JsonOption, open_client, parse_payl
 
 
 def migrate(config: str | None = ConfigOption) -> None:
-    """Apply pending schema migrations."""
+    """Apply pending schema migrations: the engine's, then each installed policy's (listed
+    as policy:NNN_name)."""
     with open_client(config) as client:
         applied = client.migrate()
     typer.echo(f"applied: {', '.join(applied)}" if applied else "schema is up to date")

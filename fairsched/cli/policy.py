@@ -1,4 +1,5 @@
-"""Live tuning of a queue's policy stack and settings: fairsched policy show, set."""
+"""Live tuning of a queue's policy stack and settings, and dropping a policy's schema:
+fairsched policy show, set, uninstall."""
 
 from __future__ import annotations
 
@@ -17,9 +18,14 @@ from fairsched.cli.root import (
     print_table,
     whole_number,
 )
+from fairsched.db import migrate
+from fairsched.db.connection import Role, connect
 from fairsched.errors import InvalidInput
 
-app = typer.Typer(help="A queue's policy stack and settings: show, set (live).", no_args_is_help=True)
+app = typer.Typer(
+    help="A queue's policy stack and settings: show, set (live); uninstall a policy's schema.",
+    no_args_is_help=True,
+)
 
 APPLIES_AT_ENQUEUE = {"max_attempts", "notify"}
 """Settings read when a job is enqueued: they apply to jobs enqueued after the change."""
@@ -117,6 +123,38 @@ def policy_set(
     for field, old, new in changed:
         note = " (jobs enqueued from now on)" if field in APPLIES_AT_ENQUEUE else ""
         typer.echo(f"{queue}.{field}: {setting(old)} -> {setting(new)}{note}")
+
+
+@app.command("uninstall")
+def policy_uninstall(
+    name: str = typer.Argument(..., help="policy name"),
+    yes: bool = typer.Option(False, "--yes", help="do not ask for confirmation"),
+    config: str | None = ConfigOption,
+) -> None:
+    """Drop a policy's own schema: run its uninstall.sql and forget its recorded migrations.
+
+    Refused while a queue's stack names the policy: change those stacks first
+    (``fairsched policy set QUEUE --policies ...``). Run it before removing the policy's
+    package, so that its uninstall.sql can run.
+    """
+    with (
+        open_client(config) as client,
+        connect(client.dsn, role=Role.MIGRATIONS, settings=client.settings) as conn,
+    ):
+        plan = migrate.policy_uninstall_plan(conn, name)
+        if plan.script is None and not plan.migrations:
+            typer.echo(f"policy {name}: no schema of its own, nothing to drop")
+            return
+        if not yes:
+            if plan.script is not None:
+                typer.echo(f"policy {name}: will run its {migrate.UNINSTALL}:\n{plan.script.rstrip()}")
+            if plan.migrations:
+                typer.echo(f"policy {name}: will forget its migrations {', '.join(plan.migrations)}")
+            typer.confirm(f"uninstall the schema of policy {name}?", abort=True)
+        done = migrate.policy_uninstall(conn, name)
+    ran = f"ran {migrate.UNINSTALL}, " if done.script is not None else ""
+    forgot = ", ".join(done.migrations) or "none"
+    typer.echo(f"policy {name}: {ran}forgot its migrations ({forgot})")
 
 
 def _optional_cap(text: str) -> int:

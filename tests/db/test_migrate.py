@@ -34,8 +34,8 @@ def write_migrations(folder: Path, files: dict[str, str]) -> Path:
 def test_migrate_applies_every_file_once_then_is_a_no_op(empty_db: str) -> None:
     names = [m.name for m in load_migrations()]
     with psycopg.connect(empty_db, autocommit=True) as conn:
-        assert migrate(conn) == names
-        assert migrate(conn) == []
+        assert migrate(conn, policies={}) == names
+        assert migrate(conn, policies={}) == []
     assert [name for _, name in applied(empty_db)] == names
 
 
@@ -51,7 +51,7 @@ def test_two_processes_migrating_at_once_both_succeed(empty_db: str, tmp_path: P
     script = (
         "import sys, psycopg; from pathlib import Path; from fairsched.db.migrate import migrate\n"
         "with psycopg.connect(sys.argv[1], autocommit=True) as c:\n"
-        "    print(','.join(migrate(c, Path(sys.argv[2]))))\n"
+        "    print(','.join(migrate(c, Path(sys.argv[2]), policies={})))\n"
     )
     procs = [
         subprocess.Popen(
@@ -83,7 +83,7 @@ def test_two_cli_migrations_at_once(empty_db: str) -> None:
 def test_an_edited_applied_migration_is_refused(empty_db: str, tmp_path: Path) -> None:
     folder = write_migrations(tmp_path / "m", {"001_first.sql": "CREATE TABLE fairsched.first (id int);"})
     with psycopg.connect(empty_db, autocommit=True) as conn:
-        migrate(conn, folder)
+        migrate(conn, folder, policies={})
         write_migrations(
             folder,
             {
@@ -92,7 +92,7 @@ def test_an_edited_applied_migration_is_refused(empty_db: str, tmp_path: Path) -
             },
         )
         with pytest.raises(MigrationError, match=r"001_first .* different checksum"):
-            migrate(conn, folder)
+            migrate(conn, folder, policies={})
     assert applied(empty_db) == [("001", "001_first")]
 
 
