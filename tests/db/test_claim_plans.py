@@ -68,7 +68,19 @@ SHAPES = [(names, False) for names in STACKS] + [(names, True) for names in STAC
 """Every stack's claim statement, and the single-job shape of the tenant-first ones."""
 
 
-@pytest.mark.parametrize(("names", "single"), SHAPES, ids=["+".join(n) + "-single" * s for n, s in SHAPES])
+ADMITTED_SHAPES = [
+    (("ratelimit",), False),
+    (("weighted", "ratelimit"), False),
+    (("weighted", "ratelimit"), True),
+]
+"""Stacks with an admission (the lab's claim scenario does not run them), for their snapshots."""
+
+
+@pytest.mark.parametrize(
+    ("names", "single"),
+    SHAPES + ADMITTED_SHAPES,
+    ids=["+".join(n) + "-single" * s for n, s in SHAPES + ADMITTED_SHAPES],
+)
 def test_rendered_claim_matches_its_snapshot(names: tuple[str, ...], single: bool) -> None:
     rendered = compose_claim(names, single=single).as_string(None) + "\n"
     path = SNAPSHOTS / f"claim-{'+'.join(names)}{'-single' if single else ''}.sql"

@@ -75,12 +75,15 @@ def test_migrating_one_release_at_a_time_equals_a_fresh_install(
         for earlier in migrations[:count]:
             shutil.copyfile(migrations_dir() / f"{earlier.name}.sql", release / f"{earlier.name}.sql")
         with psycopg.connect(empty_db, autocommit=True) as conn:
-            assert migrate(conn, release) == [migration.name], f"upgrading to {migration.name}"
+            assert migrate(conn, release, policies={}) == [migration.name], f"upgrading to {migration.name}"
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        policies_applied = migrate(conn)
+        assert policies_applied and all(":" in name for name in policies_applied), "then the policies'"
     with psycopg.connect(empty_db, autocommit=True) as conn:
         stepwise, stepwise_applied = schema_dump(conn), applied_migrations(conn)
 
     with psycopg.connect(another_empty_db, autocommit=True) as conn:
-        assert migrate(conn) == [m.name for m in migrations]
+        assert migrate(conn) == [m.name for m in migrations] + policies_applied
         fresh, fresh_applied = schema_dump(conn), applied_migrations(conn)
 
     assert stepwise_applied == fresh_applied

@@ -190,6 +190,16 @@ TABLE fairsched.pass_floors
   GRANT SELECT ON TABLE fairsched.pass_floors TO fairsched_producer
   GRANT SELECT, UPDATE ON TABLE fairsched.pass_floors TO fairsched_worker
 
+TABLE fairsched.policy_migrations
+  COLUMN policy text NOT NULL
+  COLUMN version text NOT NULL
+  COLUMN name text NOT NULL
+  COLUMN checksum text NOT NULL
+  COLUMN applied_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT policy_migrations_pkey PRIMARY KEY (policy, version)
+  INDEX CREATE UNIQUE INDEX policy_migrations_pkey ON fairsched.policy_migrations USING btree (policy, version)
+  GRANT ALL ON TABLE fairsched.policy_migrations TO fairsched_admin
+
 TABLE fairsched.queues
   COLUMN name text NOT NULL
   COLUMN lease_seconds double precision NOT NULL DEFAULT 30
@@ -231,6 +241,24 @@ TABLE fairsched.queues
   GRANT ALL ON TABLE fairsched.queues TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_producer
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_worker
+
+TABLE fairsched.ratelimits
+  COLUMN queue_name text NOT NULL
+  COLUMN tenant text NOT NULL
+  COLUMN jobs integer
+  COLUMN period_seconds double precision
+  COLUMN tokens double precision
+  COLUMN refilled_at timestamp with time zone
+  COLUMN updated_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT ratelimits_default_has_limit CHECK (((tenant <> ''::text) OR (jobs IS NOT NULL)))
+  CONSTRAINT ratelimits_jobs_range CHECK (((jobs >= 1) AND (jobs <= 1000000)))
+  CONSTRAINT ratelimits_limit_whole CHECK (((jobs IS NULL) = (period_seconds IS NULL)))
+  CONSTRAINT ratelimits_period_unit CHECK ((period_seconds = ANY (ARRAY[(1)::double precision, (60)::double precision, (3600)::double precision, (86400)::double precision])))
+  CONSTRAINT ratelimits_pkey PRIMARY KEY (queue_name, tenant)
+  CONSTRAINT ratelimits_queue_name_fkey FOREIGN KEY (queue_name) REFERENCES fairsched.queues(name) ON UPDATE CASCADE ON DELETE CASCADE
+  INDEX CREATE UNIQUE INDEX ratelimits_pkey ON fairsched.ratelimits USING btree (queue_name, tenant)
+  GRANT ALL ON TABLE fairsched.ratelimits TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.ratelimits TO fairsched_worker
 
 TABLE fairsched.schema_migrations
   COLUMN version text NOT NULL
@@ -530,6 +558,96 @@ BEGIN
     RETURN NULL;
 END
 $function$
+
+CREATE OR REPLACE FUNCTION fairsched.ratelimit_admit(p_queue text, p_tenants text[], p_wanted integer[])
+ RETURNS TABLE(tenant text, admitted integer)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    has_default boolean := EXISTS (SELECT FROM fairsched.ratelimits AS d
+                                    WHERE d.queue_name = p_queue AND d.tenant = '');
+    locked text[];
+    charged_at timestamptz;
+BEGIN
+    IF has_default THEN
+        INSERT INTO fairsched.ratelimits (queue_name, tenant)
+        SELECT p_queue, w.tenant FROM unnest(p_tenants) AS w(tenant) ORDER BY w.tenant
+        ON CONFLICT (queue_name, tenant) DO NOTHING;
+    END IF;
+    SELECT coalesce(array_agg(l.tenant), '{}') INTO locked
+      FROM (SELECT l.tenant FROM fairsched.ratelimits AS l
+             WHERE l.queue_name = p_queue AND l.tenant = ANY (p_tenants)
+             ORDER BY l.tenant
+               FOR NO KEY UPDATE SKIP LOCKED) AS l;
+    charged_at := clock_timestamp();
+    RETURN QUERY
+    UPDATE fairsched.ratelimits AS b
+       SET tokens = c.level - c.take, refilled_at = charged_at, updated_at = charged_at
+      FROM (SELECT l.tenant, lv.level, least(w.n, floor(lv.level))::integer AS take
+              FROM fairsched.ratelimits AS l
+              JOIN unnest(p_tenants, p_wanted) AS w(tenant, n) ON w.tenant = l.tenant
+              LEFT JOIN fairsched.ratelimits AS d ON d.queue_name = p_queue AND d.tenant = ''
+             CROSS JOIN LATERAL (
+                SELECT CASE WHEN l.jobs IS NOT NULL THEN l.jobs ELSE d.jobs END::double precision AS jobs,
+                       CASE WHEN l.jobs IS NOT NULL THEN l.period_seconds ELSE d.period_seconds END AS period
+             ) AS lim
+             CROSS JOIN LATERAL (
+                SELECT least(lim.jobs, coalesce(l.tokens + lim.jobs / lim.period
+                                                * extract(epoch FROM charged_at - l.refilled_at), lim.jobs))
+                       AS level
+             ) AS lv
+             WHERE l.queue_name = p_queue AND l.tenant = ANY (locked) AND lim.jobs IS NOT NULL) AS c
+     WHERE b.queue_name = p_queue AND b.tenant = c.tenant
+    RETURNING b.tenant, c.take;
+    RETURN QUERY
+    SELECT l.tenant, 0
+      FROM fairsched.ratelimits AS l
+     WHERE l.queue_name = p_queue AND l.tenant = ANY (p_tenants) AND l.tenant <> ALL (locked)
+       AND (l.jobs IS NOT NULL OR has_default);
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.ratelimit_admit(text,text[],integer[]) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.ratelimit_admit(text,text[],integer[]) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.ratelimit_budget(p_queue text, p_tenant text)
+ RETURNS double precision
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM FROM fairsched.ratelimits AS t
+      WHERE t.queue_name = p_queue AND t.tenant = p_tenant
+        FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND AND EXISTS (SELECT FROM fairsched.ratelimits AS t
+                              WHERE t.queue_name = p_queue AND t.tenant = p_tenant) THEN
+        RETURN 0;
+    END IF;
+    RETURN fairsched.ratelimit_level(p_queue, p_tenant);
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.ratelimit_budget(text,text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.ratelimit_budget(text,text) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.ratelimit_level(p_queue text, p_tenant text)
+ RETURNS double precision
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT least(lim.jobs, coalesce(t.tokens + lim.jobs / lim.period
+                                     * extract(epoch FROM clock_timestamp() - t.refilled_at), lim.jobs))
+      FROM (SELECT) AS one
+      LEFT JOIN fairsched.ratelimits AS t ON t.queue_name = p_queue AND t.tenant = p_tenant
+      LEFT JOIN fairsched.ratelimits AS d ON d.queue_name = p_queue AND d.tenant = ''
+     CROSS JOIN LATERAL (
+        SELECT CASE WHEN t.jobs IS NOT NULL THEN t.jobs ELSE d.jobs END::double precision AS jobs,
+               CASE WHEN t.jobs IS NOT NULL THEN t.period_seconds ELSE d.period_seconds END AS period
+     ) AS lim
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.ratelimit_level(text,text) TO PUBLIC
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_released(queue_name text, tenant text)
  RETURNS bigint

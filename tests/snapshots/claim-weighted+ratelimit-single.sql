@@ -1,0 +1,87 @@
+WITH q AS (
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params, qs.charge, qs.tenant_cap,
+           coalesce(f.pass, '-Infinity') AS pass_floor,
+           coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
+           coalesce(h.fifo_available_at, '-infinity') AS fifo_available_at,
+           coalesce(h.fifo_id, 0) AS fifo_id,
+           coalesce(h.aging_key, '-Infinity') AS aging_key,
+           coalesce(h.aging_id, 0) AS aging_id
+      FROM fairsched.queues AS qs
+      LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
+      LEFT JOIN fairsched.pass_floors AS f ON f.queue_name = qs.name
+     WHERE qs.name = %(queue)s
+), tenants AS MATERIALIZED (
+    SELECT t.tenant, t.weight, t.pass, t.claimed_total,
+           CASE WHEN q.charge = 'runtime' THEN t.runtime_estimate ELSE 1 END AS cost,
+           least(%(limit)s, coalesce(lim.cap - lim.running, %(limit)s), coalesce(floor(admit.budget)::int, %(limit)s)) AS room
+      FROM fairsched.tenant_shares AS t
+     CROSS JOIN q
+     CROSS JOIN LATERAL (
+        SELECT coalesce(t.cap, q.tenant_cap) AS cap,
+               CASE WHEN coalesce(t.cap, q.tenant_cap) IS NOT NULL THEN (t.running - fairsched.tenant_released(t.queue_name, t.tenant)) END AS running
+     ) AS lim
+     CROSS JOIN LATERAL (SELECT "fairsched"."ratelimit_budget"(%(queue)s, t.tenant) AS budget) AS admit
+     WHERE t.queue_name = %(queue)s AND t.active AND t.pass >= (SELECT q.pass_floor FROM q)
+       AND (lim.cap IS NULL OR lim.running < lim.cap)
+       AND coalesce(admit.budget >= 1, true)
+     ORDER BY t.pass, t.claimed_total, t.tenant
+     LIMIT %(limit)s
+), quota AS (
+    SELECT t.tenant, 1 AS n FROM tenants AS t
+), scanned AS MATERIALIZED (
+    SELECT c.id, qt.tenant
+      FROM quota AS qt
+     CROSS JOIN LATERAL (
+        SELECT j.id
+          FROM fairsched.jobs AS j
+         WHERE j.queue_name = %(queue)s AND j.tenant = qt.tenant
+           AND j.status = 'pending' AND j.available_at <= now()
+       AND ((- "j"."priority"), "j"."available_at", "j"."id") >= (SELECT "q"."fifo_rank", "q"."fifo_available_at", "q"."fifo_id" FROM q)
+         ORDER BY (- "j"."priority"), "j"."available_at", "j"."id"
+         LIMIT qt.n
+           FOR UPDATE SKIP LOCKED) AS c
+), admitted AS MATERIALIZED (
+    SELECT a.tenant, a.admitted
+      FROM (SELECT array_agg(d.tenant ORDER BY d.tenant) AS tenants,
+                   array_agg(d.n ORDER BY d.tenant) AS wanted
+              FROM (SELECT s.tenant, count(*)::int AS n FROM scanned AS s GROUP BY s.tenant) AS d) AS d
+     CROSS JOIN LATERAL "fairsched"."ratelimit_admit"(%(queue)s, d.tenants, d.wanted) AS a(tenant, admitted)
+     WHERE d.tenants IS NOT NULL
+), candidate AS MATERIALIZED (
+    SELECT s.id, s.tenant
+      FROM (SELECT s.id, s.tenant, s.n, row_number() OVER (PARTITION BY s.tenant ORDER BY s.n) AS k
+              FROM (SELECT s.id, s.tenant, row_number() OVER () AS n FROM scanned AS s) AS s) AS s
+      LEFT JOIN admitted AS a USING (tenant)
+     WHERE a.tenant IS NULL OR s.k <= a.admitted
+     ORDER BY s.n
+), charged AS (
+    UPDATE fairsched.tenant_shares AS t
+       SET pass = t.pass + c.n * tn.cost / t.weight,
+           running = t.running + c.n,
+           claimed_total = t.claimed_total + c.n,
+           charged_total = t.charged_total + c.n * tn.cost,
+           updated_at = now()
+      FROM (SELECT c.id, c.tenant, 1 AS n FROM candidate AS c) AS c JOIN tenants AS tn USING (tenant), q
+     WHERE t.queue_name = %(queue)s AND t.tenant = (SELECT c.tenant FROM candidate AS c)
+       AND (coalesce(t.cap, q.tenant_cap) IS NULL
+            OR (t.running - fairsched.tenant_released(t.queue_name, t.tenant)) + c.n <= coalesce(t.cap, q.tenant_cap))
+    RETURNING c.id
+)
+UPDATE fairsched.jobs AS j
+   SET status = 'running',
+       attempt_count = j.attempt_count + 1,
+       lease_owner = %(owner)s,
+       lease_token = j.lease_token + 1,
+       started_at = now(),
+       progress = NULL,
+       lease_expires_at = now() + make_interval(
+           secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds)),
+       share_counted = true
+  FROM q
+ WHERE j.id = (SELECT c.id FROM charged AS c)
+RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
+          j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
+          j.max_attempts,
+          coalesce(j.idempotency_key, 'fairsched-job-' || j.id) AS idempotency_key,
+          j.priority, j.aggregate_key, j.aggregate_seq, j.created_at, j.started_at,
+          coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds
