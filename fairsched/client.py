@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from fairsched.config import rates
 from fairsched.config.sync import queue_declare, queues_declare
 from fairsched.db.connection import Role, connect, make_pool, operation, translate
 from fairsched.db.migrate import migrate
@@ -350,6 +351,24 @@ class Client:
         enqueue.check_queue_name(queue)
         enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
         self._run(lambda c: policy.tenant_share_set(c, queue, tenant, weight=weight, cap=cap))
+
+    def set_tenant_rate(self, queue: str, tenant: str, rate: str | None) -> None:
+        """Set a tenant's rate limit on a queue (``"50/s"``, ``"N/m"``, ``"N/h"``, ``"N/d"``), or
+        remove it (``None`` or ``"off"``: the tenant follows the queue's default, if any).
+
+        The queue's stack must have the ratelimit policy; the next claim follows the change.
+        """
+        enqueue.check_queue_name(queue)
+        enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
+        rates.rate_parsed(rate)
+        self._run(lambda c: rates.rate_change(c, queue, tenant, rate))
+
+    def set_queue_rate(self, queue: str, rate: str | None) -> None:
+        """Set (or with ``None`` / ``"off"`` remove) the queue's default rate limit, for
+        every tenant without one of its own; like :meth:`set_tenant_rate` otherwise."""
+        enqueue.check_queue_name(queue)
+        rates.rate_parsed(rate)
+        self._run(lambda c: rates.rate_change(c, queue, None, rate))
 
     def tenant_shares(self, queue: str) -> list[policy.TenantShare]:
         """Every tenant's weighted-share state on ``queue``."""

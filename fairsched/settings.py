@@ -15,11 +15,15 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StringConstraints,
     ValidationError,
     field_serializer,
     field_validator,
+    model_serializer,
+    model_validator,
 )
+from pydantic_core import PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -28,19 +32,52 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from fairsched.errors import ConfigError
+from fairsched.errors import ConfigError, InvalidInput
 
 QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")]
 """Queue names: letters, digits and ``_ . : -``, at most 63 characters."""
 
 
+RATELIMIT = "ratelimit"
+"""The policy a stack must name for rates to apply."""
+
+
+def rate_checked(value: Any) -> str | None:
+    """A rate as stored (``"50/s"``), or ``None`` for ``"off"``; refuses anything else."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise PydanticCustomError("rate_type", 'give a rate as a string, e.g. "50/s", or "off"')
+    from fairsched_policies.ratelimit import parse_rate
+
+    try:
+        rate = parse_rate(value)
+    except InvalidInput as e:
+        raise PydanticCustomError("rate", str(e)) from None
+    return None if rate is None else str(rate)
+
+
 class TenantSettings(BaseModel):
-    """Per-tenant settings (weights are used by the weighted policy)."""
+    """Per-tenant settings: weight and cap (weighted policy), rate (ratelimit policy)."""
 
     model_config = ConfigDict(extra="forbid")
 
     weight: float = Field(1.0, gt=0, le=1_000_000)
     cap: int | None = Field(None, gt=0, description="most running jobs at once (weighted)")
+    rate: str | None = Field(None, description='ratelimit: most jobs claimed per period, e.g. "50/s"')
+
+    @field_validator("rate", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> str | None:
+        return rate_checked(value)
+
+    @model_serializer(mode="wrap")
+    def _rate_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dumped without ``rate`` unless one is set (weighted-only settings read as before)."""
+        dumped: dict[str, Any] = handler(self)
+        if self.rate is None:
+            dumped.pop("rate", None)
+        return dumped
 
 
 PolicyName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
@@ -77,6 +114,9 @@ class QueueSettings(BaseModel):
         default_factory=dict, description="parameters of third-party policies"
     )
     tenants: dict[str, TenantSettings] = Field(default_factory=dict, description="weighted: per tenant")
+    rate: str | None = Field(
+        None, description='ratelimit: default most jobs claimed per period and tenant, e.g. "50/s"'
+    )
     weight: float = Field(
         1.0, gt=0, le=1_000_000, description="share of a worker's --concurrency among its queues"
     )
@@ -108,6 +148,25 @@ class QueueSettings(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError("a policy appears twice")
         return names
+
+    @field_validator("rate", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> str | None:
+        return rate_checked(value)
+
+    @model_validator(mode="after")
+    def _rates_need_ratelimit(self) -> QueueSettings:
+        """Rates only shape claims through the ratelimit policy: refuse them elsewhere."""
+        keys = ["rate"] if self.rate else []
+        keys += [f"tenants.{t}.rate" for t, s in self.tenants.items() if s.rate]
+        if keys and RATELIMIT not in self.policies:
+            raise PydanticCustomError(
+                "rate_without_ratelimit",
+                "{keys} given, but the policy stack {stack} has no ratelimit: add ratelimit to "
+                "policies or remove the rate",
+                {"keys": ", ".join(keys), "stack": "[" + ", ".join(self.policies) + "]"},
+            )
+        return self
 
     @field_serializer("policy_params", "tenants")
     def _as_json(self, value: dict[str, Any] | str) -> str:
@@ -186,6 +245,20 @@ class Settings(BaseSettings):
             return None
         return value
 
+    @model_validator(mode="after")
+    def _tenant_rates_need_ratelimit(self) -> Settings:
+        """A top-level tenant's rate applies to the queues whose stack has ratelimit: refuse
+        it when there is none."""
+        keys = [f"tenants.{t}.rate" for t, s in self.tenants.items() if s.rate]
+        if keys and not any(RATELIMIT in q.policies for q in self.queues.values()):
+            raise PydanticCustomError(
+                "rate_without_ratelimit",
+                "{keys} given, but no queue's policy stack has ratelimit: add ratelimit to a "
+                "queue's policies or remove the rate",
+                {"keys": ", ".join(keys)},
+            )
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -227,11 +300,15 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
         raise ConfigError(f"{where}: {e}") from None
 
 
+_INPUT_NOT_SHOWN = {"missing", "rate", "rate_without_ratelimit"}
+"""Errors whose message already says what was given (or there was nothing)."""
+
+
 def describe_validation_error(error: ValidationError) -> str:
     """One line per bad key: ``queues.emails.lease_seconds: must be > 0 (got -1)``."""
     lines = []
     for item in error.errors():
         key = ".".join(str(part) for part in item["loc"]) or "(root)"
-        got = f" (got {item['input']!r})" if "input" in item and item["type"] != "missing" else ""
+        got = f" (got {item['input']!r})" if "input" in item and item["type"] not in _INPUT_NOT_SHOWN else ""
         lines.append(f"{key}: {item['msg']}{got}")
     return "; ".join(lines)

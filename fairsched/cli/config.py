@@ -64,11 +64,13 @@ def config_apply(
         False, "--force", help="with --prune: remove queues whose jobs all finished (their rows stay)"
     ),
 ) -> None:
-    """Write the file's queues, policies, tenant weights and caps to the database, atomically.
+    """Write the file's queues, policies, tenant weights, caps and rates to the database,
+    atomically.
 
-    Top-level [tenants.X] apply to every queue whose stack has the weighted policy,
-    unless the queue lists the tenant itself. Nothing absent from the file is deleted
-    unless --prune: then queues absent from the file go with their fairness state, and
+    Top-level [tenants.X] apply to every queue whose stack has the weighted policy (their
+    rates: the ratelimit policy), unless the queue lists the tenant itself. A file queue's
+    rates are the file's: rates it no longer gives are removed. Nothing else absent from
+    the file is deleted unless --prune: then queues absent from the file go with their fairness state, and
     tenant settings a queue no longer gives go back to the defaults (an idle tenant's
     row goes). A queue that holds jobs is refused and nothing changes: unfinished or dead
     jobs always (drain it, replay or discard them first), finished ones unless --force

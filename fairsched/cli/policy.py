@@ -41,6 +41,8 @@ def policy_show(
     with open_client(config) as client, client.connection() as conn:
         stored = configsync.queue_settings(conn, queue)
     values = {field: getattr(stored, field) for field in configsync.STORED_FIELDS}
+    if "ratelimit" in stored.policies:
+        values["rate"] = stored.rate
     tenants = {t: s.model_dump() for t, s in sorted(stored.tenants.items())}
     if as_json:
         print_json({"queue": queue, **values, "tenants": tenants})

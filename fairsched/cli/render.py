@@ -105,13 +105,14 @@ def fields_table(shown: dict[str, Any]) -> Table:
 
 
 def policy_table(queue: str, values: dict[str, Any], tenants: dict[str, dict[str, Any]]) -> Table:
-    """A queue's stored settings, then its tenants' weights and caps."""
+    """A queue's stored settings, then its tenants' weights, caps and rates."""
     table = Table("setting", "value", title=queue, show_header=False)
     for key, value in values.items():
         table.add_row(key, setting(value))
     for name, share in tenants.items():
         cap = share["cap"] if share["cap"] is not None else "none"
-        table.add_row(f"tenants.{name}", f"weight {number(share['weight'])}, cap {cap}")
+        rate = f", rate {share['rate']}" if share.get("rate") else ""
+        table.add_row(f"tenants.{name}", f"weight {number(share['weight'])}, cap {cap}{rate}")
     return table
 
 
@@ -126,6 +127,9 @@ def blocked_table(blocked: Sequence[Any], *, since: str = "blocked since", title
 def status_view(report: Any, recent: dict[tuple[str, str], float], interval: float | None = None) -> Group:
     """The status tables: queues, then each queue's tenants, then blocked aggregates.
 
+    A throttled tenant (out of its rate limit's budget) shows its oldest claimable
+    wait under "throttled", not "oldest claimable", and is not counted as starving.
+
     Without ``interval`` the share is the report's (since the share rows exist); with
     it, ``recent``'s: each tenant's part of the claims of the last interval.
     """
@@ -139,6 +143,7 @@ def status_view(report: Any, recent: dict[tuple[str, str], float], interval: flo
         "dead",
         "blocked",
         "starving",
+        "throttled",
         title=f"fairsched status at {stamp}",
     )
     parts: list[Any] = [queues]
@@ -152,12 +157,20 @@ def status_view(report: Any, recent: dict[tuple[str, str], float], interval: flo
             str(q.dead),
             str(q.blocked_aggregates),
             str(q.starving_tenants),
+            str(q.throttled_tenants),
         )
         if not q.tenants:
             continue
         share_title = f"share (last {interval:g}s)" if interval is not None else "share"
         tenants = Table(
-            "tenant", "weight", "running", "oldest claimable", share_title, "entitled", title=q.name
+            "tenant",
+            "weight",
+            "running",
+            "oldest claimable",
+            "throttled",
+            share_title,
+            "entitled",
+            title=q.name,
         )
         for t in q.tenants:
             share = recent.get((q.name, t.tenant)) if interval is not None else t.share
@@ -166,6 +179,7 @@ def status_view(report: Any, recent: dict[tuple[str, str], float], interval: flo
                 "-" if t.weight is None else number(t.weight),
                 str(t.running),
                 seconds(t.oldest_claimable_age_seconds),
+                f"yes ({t.throttled_oldest_age_seconds:.1f}s)" if t.throttled else "-",
                 percent(share),
                 percent(t.entitled),
             )

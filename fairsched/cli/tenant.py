@@ -1,4 +1,4 @@
-"""Live tuning of tenants: fairsched tenant list, show, weight, cap."""
+"""Live tuning of tenants: fairsched tenant list, show, weight, cap, rate."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from fairsched.cli.root import (
     whole_number,
 )
 
-app = typer.Typer(help="Tenants of a queue: list, show, set weight or cap (live).", no_args_is_help=True)
+app = typer.Typer(
+    help="Tenants of a queue: list, show, set weight, cap or rate (live).", no_args_is_help=True
+)
 
 
 @app.command("list")
@@ -64,7 +66,8 @@ def tenant_show(
     config: str | None = ConfigOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """One tenant of a queue: weight, cap, share state and its jobs by state."""
+    """One tenant of a queue: weight, cap, rate (with ratelimit), share state and its jobs by state."""
+    from fairsched.config import rates
     from fairsched.config import sync as configsync
     from fairsched.engine import enqueue
     from fairsched.observe.snapshot import ExporterSettings
@@ -75,6 +78,7 @@ def tenant_show(
         stored = configsync.queue_settings(conn, queue)
         share = tenant_share(conn, queue, tenant) or {}
         jobs = tenant_jobs(conn, queue, tenant, ExporterSettings())
+        rate = rates.tenant_rate(conn, stored, queue, tenant)
     shown: dict[str, Any] = {
         "queue": queue,
         "tenant": tenant,
@@ -85,6 +89,7 @@ def tenant_show(
         "claimed_total": share.get("claimed_total", 0),
         "charged_total": share.get("charged_total", 0.0),
         "runtime_estimate_seconds": share.get("runtime_estimate"),
+        **rate,
         **jobs,
     }
     if as_json:
@@ -123,3 +128,25 @@ def tenant_cap(
     with open_client(config) as client, client.connection() as conn:
         note = configsync.tenant_set(conn, queue, tenant, cap=value)
     typer.echo(f"{queue}/{tenant}: cap {value or 'none'}{note}")
+
+
+@app.command("rate", context_settings=LOOSE)
+def tenant_rate(
+    queue: str = QueueArgument,
+    tenant: str = TenantArgument,
+    rate: str = typer.Argument(..., help="most jobs claimed per period: N/s, N/m, N/h or N/d, or off"),
+    config: str | None = ConfigOption,
+) -> None:
+    """Set or remove (off) a tenant's rate limit on a queue whose stack has ratelimit;
+    the next claim follows it. Without its own rate a tenant follows the queue's default."""
+    from fairsched.config import rates
+    from fairsched.errors import InvalidInput
+
+    try:
+        parsed = rates.rate_parsed(rate)
+    except InvalidInput as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    with open_client(config) as client:
+        client.set_tenant_rate(queue, tenant, rate)
+    typer.echo(f"{queue}/{tenant}: rate {parsed or 'off'}")

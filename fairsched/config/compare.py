@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fairsched.config.rates import QueueRates, file_rates
 from fairsched.config.sync import DEFAULT_TENANT, STORED_FIELDS, effective_tenants, same, shown
 from fairsched.settings import QueueSettings, Settings, TenantSettings
 
@@ -46,7 +47,9 @@ def diff(settings: Settings, database: Mapping[str, QueueSettings]) -> list[Diff
             mine, theirs = getattr(wanted, field), getattr(stored, field)
             if not same(mine, theirs):
                 found.append(Difference(f"{key}.{field}", mine, theirs))
-        found += _tenant_differences(key, effective_tenants(settings, wanted), stored.tenants)
+        shares = {t: s for t, s in stored.tenants.items() if not _same_tenant(s, DEFAULT_TENANT)}
+        found += _tenant_differences(key, effective_tenants(settings, wanted), shares)
+        found += _rate_differences(key, file_rates(settings, wanted), _stored_rates(stored))
     return found
 
 
@@ -64,14 +67,32 @@ def _tenant_differences(
 
 
 def _same_tenant(a: TenantSettings, b: TenantSettings) -> bool:
+    """Same weight and cap (rates are compared on their own)."""
     return same(a.weight, b.weight) and a.cap == b.cap
+
+
+def _stored_rates(queue: QueueSettings) -> QueueRates:
+    return QueueRates(queue.rate, {t: s.rate for t, s in queue.tenants.items() if s.rate})
+
+
+def _rate_differences(key: str, wanted: QueueRates, stored: QueueRates) -> list[Difference]:
+    """The queue's default rate, then each tenant's own, where file and database differ."""
+    pairs = [(f"{key}.rate", wanted.default, stored.default)]
+    for tenant in sorted(set(wanted.tenants) | set(stored.tenants)):
+        pairs.append((f"{key}.tenants.{tenant}.rate", wanted.tenants.get(tenant), stored.tenants.get(tenant)))
+    return [
+        Difference(k, mine, theirs, "config apply removes it" if mine is None else "")
+        for k, mine, theirs in pairs
+        if mine != theirs
+    ]
 
 
 # -- export ------------------------------------------------------------------------
 
 
 def export_toml(database: Mapping[str, QueueSettings], *, now: datetime | None = None) -> str:
-    """The database's queues and tenants as a TOML file that ``config apply`` round-trips."""
+    """The database's queues and tenants (with their rates) as a TOML file that ``config
+    apply`` round-trips."""
     lines = ["# fairsched configuration exported from the database"]
     if now is not None:
         lines[0] += f" at {now.isoformat(timespec='seconds')}"
@@ -83,11 +104,15 @@ def export_toml(database: Mapping[str, QueueSettings], *, now: datetime | None =
             if value is None:
                 continue
             lines.append(f"{field} = {toml_value(value)}")
+        if queue.rate is not None:
+            lines.append(f"rate = {toml_value(queue.rate)}")
         for tenant, share in sorted(queue.tenants.items()):
             lines += ["", f"[queues.{toml_key(name)}.tenants.{toml_key(tenant)}]"]
             lines.append(f"weight = {toml_value(share.weight)}")
             if share.cap is not None:
                 lines.append(f"cap = {share.cap}")
+            if share.rate is not None:
+                lines.append(f"rate = {toml_value(share.rate)}")
     return "\n".join(lines) + "\n"
 
 

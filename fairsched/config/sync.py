@@ -30,6 +30,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
+from fairsched.config.rates import rates_apply, rates_declare, with_rates
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
@@ -121,7 +122,7 @@ def database_settings(conn: psycopg.Connection) -> dict[str, QueueSettings]:
         by_queue.setdefault(row["queue_name"], {})[row["tenant"]] = TenantSettings(
             weight=row["weight"], cap=row["cap"]
         )
-    return {row["name"]: _stored(row, by_queue.get(row["name"], {})) for row in rows}
+    return with_rates(conn, {row["name"]: _stored(row, by_queue.get(row["name"], {})) for row in rows})
 
 
 def _stored(row: Mapping[str, Any], tenants: Mapping[str, TenantSettings]) -> QueueSettings:
@@ -159,6 +160,7 @@ def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]
                 with operation("configsync_pending_tenants"):
                     rows = conn.execute(QUERIES["configsync_pending_tenants"], {"name": name}).fetchall()
                 tenants_activate(conn, name, [r[0] for r in rows], [r[1] for r in rows])
+        rates_declare(conn, queues)
     forget_stacks()
     if outermost:
         rekey_after(conn, changed)
@@ -261,7 +263,7 @@ def _prune_plan(conn: psycopg.Connection, settings: Settings, *, force: bool) ->
             continue
         given = effective_tenants(settings, wanted)
         for tenant, share in sorted(stored.tenants.items()):
-            if tenant not in given:
+            if tenant not in given and (share.weight, share.cap) != (1.0, None):  # not just a rate
                 tenants.append((name, tenant))
                 removals.append(Removal(f"queues.{name}.tenants.{tenant}", shown(share)))
     return _PrunePlan(gone, tenants, removals)
@@ -327,6 +329,7 @@ def apply(
                     "caps": [s.cap for _q, _t, s in inherited],
                 },
             )
+        rates_apply(conn, settings)
         if plan is not None:
             _prune(conn, plan)
         for name in settings.queues:

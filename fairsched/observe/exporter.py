@@ -113,7 +113,13 @@ class ClusterCollector(Collector):
                 (
                     "starving",
                     "fairsched_queue_starving_tenants",
-                    f"Tenants with claimable work older than {limits.starving_after_seconds:g} s.",
+                    f"Tenants with claimable work older than {limits.starving_after_seconds:g} s "
+                    "(throttled tenants not counted).",
+                ),
+                (
+                    "throttled",
+                    "fairsched_queue_throttled_tenants",
+                    "Tenants with claimable work that their rate limit (ratelimit policy) holds back now.",
                 ),
                 (
                     "blocked",
@@ -144,7 +150,14 @@ class ClusterCollector(Collector):
                 (
                     "oldest",
                     "fairsched_tenant_oldest_claimable_age_seconds",
-                    'Age of a tenant\'s oldest claimable job (top tenants by age; the rest as "other").',
+                    'Age of a tenant\'s oldest claimable job (top tenants by age; the rest as "other"), '
+                    "0 while the tenant is throttled.",
+                ),
+                (
+                    "throttled",
+                    "fairsched_tenant_throttled_oldest_seconds",
+                    "Age of the oldest claimable job of a tenant its rate limit holds back now "
+                    "(ratelimit policy), 0 when not throttled.",
                 ),
                 (
                     "running",
@@ -175,6 +188,7 @@ class ClusterCollector(Collector):
                 for tenant in queue.tenants.values()
                 if _age(now, tenant.oldest_available_at) >= limits.starving_after_seconds
             )
+            throttled = sum(1 for tenant in queue.tenants.values() if tenant.throttled_available_at)
             values = {
                 "oldest": _age(now, queue.oldest_available_at),
                 "claimable": queue.claimable,
@@ -184,6 +198,7 @@ class ClusterCollector(Collector):
                 "dead": queue.dead,
                 "oldest_dead": _age(now, queue.oldest_dead_at),
                 "starving": starving,
+                "throttled": throttled,
                 "blocked": queue.blocked_aggregates,
                 "gap_waiting": queue.gap_waiting_aggregates,
                 "oldest_gap": _age(now, queue.oldest_gap_since),
@@ -195,6 +210,7 @@ class ClusterCollector(Collector):
             for tenant, row in sorted(queue.labeled.items()):
                 tenant_gauges["oldest"].add_metric([name, tenant], _age(now, row.oldest_available_at))
                 tenant_gauges["running"].add_metric([name, tenant], row.running)
+                tenant_gauges["throttled"].add_metric([name, tenant], _age(now, row.throttled_available_at))
                 tenant_gauges["entitled"].add_metric([name, tenant], entitled[tenant])
             for tenant, share in sorted(queue.shares.items()):
                 weight.add_metric([name, tenant], share.weight)

@@ -6,7 +6,9 @@ limits (:class:`ExporterSettings`), never on the size of the backlog. Every tena
 oldest claimable job is read exactly (one index descent per tenant and priority level);
 the labelled rows are bounded (:func:`bound_tenants`): the ``top_tenants`` tenants with
 the oldest claimable work (plus the tenants declared in the configuration) keep their
-name, every other tenant is summed up under ``tenant="other"``. The exporter
+name, every other tenant is summed up under ``tenant="other"``. A tenant out of its rate
+limit's budget (ratelimit policy) is *throttled*: its oldest claimable job counts apart
+(``throttled_available_at``), so waiting on its own limit is not starving. The exporter
 (:mod:`fairsched.observe.exporter`) and ``fairsched status`` (:mod:`fairsched.observe.status`)
 both read it.
 """
@@ -46,15 +48,23 @@ class ExporterSettings(BaseSettings):
 
 @dataclass
 class TenantRow:
-    """What one scrape knows about a tenant (or the tenants summed under a label) in a queue."""
+    """What one scrape knows about a tenant (or the tenants summed under a label) in a
+    queue: its oldest claimable job, apart when it is throttled, and its running jobs."""
 
     oldest_available_at: datetime | None = None
     running: int = 0
+    throttled_available_at: datetime | None = None
 
     def merge(self, other: TenantRow) -> None:
         """Add ``other`` into this row: the oldest of both, the sum of running jobs."""
         self.oldest_available_at = _older(self.oldest_available_at, other.oldest_available_at)
         self.running += other.running
+        self.throttled_available_at = _older(self.throttled_available_at, other.throttled_available_at)
+
+    def throttle(self) -> None:
+        """The tenant is out of its rate budget: its claimable work waits on its own limit."""
+        self.throttled_available_at = _older(self.throttled_available_at, self.oldest_available_at)
+        self.oldest_available_at = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,7 @@ def read_snapshot(
         for name, tenants, weight in _rows(conn, "exporter_active_weights", params):
             queue = queue_of(name)
             queue.active_tenants, queue.active_weight = tenants, weight
+        _throttle(conn, queues)
         keys: list[tuple[str, str]] = []
         for name, queue in queues.items():
             queue.labeled = bound_tenants(queue.tenants, top=limits.top_tenants, declared=declared(name))
@@ -173,6 +184,18 @@ def read_snapshot(
         for name, tenant, weight, active, claimed in _rows(conn, "exporter_tenant_shares", lookup):
             queues[name].shares[tenant] = TenantShare(weight, active, claimed)
     return Snapshot(now=now, queues=queues)
+
+
+def _throttle(conn: psycopg.Connection, queues: Mapping[str, QueueSnapshot]) -> None:
+    """Mark the tenants with claimable work on ratelimit queues that are out of budget
+    (one budget read per such tenant: O(tenants)); nothing without such queues."""
+    limited = [name for (name,) in _rows(conn, "exporter_ratelimit_queues", {}) if name in queues]
+    keys = [(q, t) for q in limited for t, row in queues[q].tenants.items() if row.oldest_available_at]
+    if not keys:
+        return
+    lookup = {"queues": [q for q, _t in keys], "tenants": [t for _q, t in keys]}
+    for name, tenant in _rows(conn, "exporter_tenant_throttled", lookup):
+        queues[name].tenants[tenant].throttle()
 
 
 def _rows(conn: psycopg.Connection, name: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
@@ -189,8 +212,9 @@ def _older(a: datetime | None, b: datetime | None) -> datetime | None:
 def bound_tenants(
     tenants: Mapping[str, TenantRow], *, top: int, declared: Iterable[str]
 ) -> dict[str, TenantRow]:
-    """Keep ``top`` tenants (oldest claimable work first, then most running) and the
-    declared ones under their own name; sum every other tenant into ``"other"``.
+    """Keep ``top`` tenants (oldest claimable work first, then throttled tenants' oldest,
+    then most running) and the declared ones under their own name; sum every other tenant
+    into ``"other"``.
 
     The result always has an ``"other"`` row, so the series never vanishes.
 
@@ -200,11 +224,13 @@ def bound_tenants(
     """
     keep = set(declared) - {OTHER_TENANT}
 
-    def rank(item: tuple[str, TenantRow]) -> tuple[bool, datetime | float, int, str]:
+    def rank(item: tuple[str, TenantRow]) -> tuple[int, datetime | float, int, str]:
         name, row = item
         if row.oldest_available_at is not None:
-            return (False, row.oldest_available_at, -row.running, name)
-        return (True, float(-row.running), 0, name)
+            return (0, row.oldest_available_at, -row.running, name)
+        if row.throttled_available_at is not None:
+            return (1, row.throttled_available_at, -row.running, name)
+        return (2, float(-row.running), 0, name)
 
     ranked = sorted(((n, r) for n, r in tenants.items() if n not in keep), key=rank)
     keep.update(name for name, _row in ranked[:top])

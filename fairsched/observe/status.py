@@ -7,6 +7,9 @@ pass over the share rows) and the longest-blocked aggregates among at most
 are bounded the way the exporter bounds them: the tenants with the oldest claimable
 work (and the configured ones) by name, the rest summed up as ``other``.
 
+A tenant out of its rate limit's budget (ratelimit policy) is *throttled*: its oldest
+claimable wait is reported apart and it is not counted as starving.
+
 Shares: ``entitled`` is a tenant's weight over the weights of the active
 tenants (an equal split without the weighted policy); ``share`` is its part of
 the claims counted by the weighted policy — since the share row exists in
@@ -49,6 +52,10 @@ class TenantStatus:
     claimed_total: int | None
     share: float | None
     entitled: float
+    throttled: bool = False
+    """Out of its rate limit's budget (ratelimit policy): its wait is its own limit's."""
+    throttled_oldest_age_seconds: float = 0.0
+    """The oldest claimable job's age while throttled (then not in the one above)."""
 
 
 @dataclass
@@ -66,6 +73,7 @@ class QueueStatus:
     gap_waiting_aggregates: int
     starving_tenants: int
     claimed_total: int
+    throttled_tenants: int = 0
     tenants: list[TenantStatus] = field(default_factory=list)
 
 
@@ -105,7 +113,8 @@ def read_status(conn: psycopg.Connection, settings: Settings, limits: ExporterSe
         tenants = []
         for tenant, row in sorted(snap.labeled.items(), key=lambda kv: (kv[0] == OTHER_TENANT, kv[0])):
             share = snap.shares.get(tenant)
-            if tenant == OTHER_TENANT and row.running == 0 and row.oldest_available_at is None:
+            idle = row.running == 0 and row.oldest_available_at is None and row.throttled_available_at is None
+            if tenant == OTHER_TENANT and idle:
                 continue
             tenants.append(
                 TenantStatus(
@@ -116,6 +125,8 @@ def read_status(conn: psycopg.Connection, settings: Settings, limits: ExporterSe
                     claimed_total=share.claimed_total if share else None,
                     share=(share.claimed_total / total) if share and total else None,
                     entitled=entitled.get(tenant, 0.0),
+                    throttled=row.throttled_available_at is not None,
+                    throttled_oldest_age_seconds=_age(now, row.throttled_available_at),
                 )
             )
         starving = sum(
@@ -137,6 +148,7 @@ def read_status(conn: psycopg.Connection, settings: Settings, limits: ExporterSe
                 starving_tenants=starving,
                 claimed_total=total,
                 tenants=tenants,
+                throttled_tenants=sum(1 for t in snap.tenants.values() if t.throttled_available_at),
             )
         )
     return Status(now, limits.starving_after_seconds, queues, blocked)

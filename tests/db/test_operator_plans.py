@@ -156,6 +156,9 @@ OPERATORS = {
     # Share rows only: 1k of them are read sequentially as readily as by index (O(tenants)).
     "exporter_active_weights": Operator("exporter_active_weights", frozenset(), 2_000),
     "exporter_tenant_shares": Operator("exporter_tenant_shares", frozenset(), 200),
+    # Two primary-key lookups of fairsched.ratelimits per tenant with claimable work on a
+    # ratelimit queue (none in this backlog): O(tenants).
+    "exporter_tenant_throttled": Operator("exporter_tenant_throttled", frozenset(), 300),
     # The whale's claimable and delayed counts stop at the count limit: about two buffers
     # (an index entry and its heap row) per job counted.
     "status_tenant": Operator(
@@ -226,6 +229,7 @@ def test_every_operator_query_is_covered() -> None:
         "exporter_transaction_setup",
         "exporter_transaction_limits",
         "status_queues",  # the queues table
+        "exporter_ratelimit_queues",  # the queues table
         "status_share_totals",  # one pass over tenant_shares: O(tenants)
     }
     assert planned - not_planned == {n for n in OPERATORS if not n.startswith("keda")}

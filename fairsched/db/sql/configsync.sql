@@ -117,3 +117,25 @@ UPDATE fairsched.tenant_shares AS s
   FROM unnest(%(queues)s::text[], %(tenants)s::text[]) AS p(queue_name, tenant)
  WHERE s.queue_name = p.queue_name AND s.tenant = p.tenant
    AND (s.weight <> 1 OR s.cap IS NOT NULL)
+
+-- name: configsync_ratelimits_present
+-- Whether the ratelimit policy's table exists (its migrations ran).
+SELECT to_regclass('fairsched.ratelimits') IS NOT NULL
+
+-- name: configsync_rates
+-- Every rate limit of the ratelimit policy: a queue's default (tenant '') and tenants' own.
+SELECT r.queue_name, r.tenant, r.jobs, r.period_seconds
+  FROM fairsched.ratelimits AS r
+ WHERE r.jobs IS NOT NULL
+ ORDER BY r.queue_name, r.tenant
+
+-- name: configsync_queue_policies
+-- One queue's policy stack, kept from changing until the transaction ends (a rate change).
+SELECT policies
+  FROM fairsched.queues
+ WHERE name = %(name)s
+   FOR SHARE
+
+-- name: configsync_tenant_budget
+-- How many jobs a tenant may start now under its rate limit (NULL: no limit).
+SELECT fairsched.ratelimit_level(%(queue)s, %(tenant)s)
