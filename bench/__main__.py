@@ -25,7 +25,7 @@ def lab(
     scenario: list[str] = typer.Option(
         [],
         "--scenario",
-        help="claims, backlog, churn, e2e, noisy, shares, memory, retention (repeatable; default all)",
+        help="claims, backlog, churn, e2e, noisy, shares, memory, retention, rate (repeatable; default all)",
     ),
     churn_backlog: int = typer.Option(
         1_000_000, "--churn-backlog", min=1000, help="backlog of the churn scenario (as many are churned)"
@@ -45,6 +45,9 @@ def lab(
     ),
     shares_claims: int = typer.Option(
         10_000, "--shares-claims", min=100, help="claims counted in the shares scenario"
+    ),
+    rate_seconds: float = typer.Option(
+        60.0, "--rate-seconds", min=2, max=3600, help="window of the rate scenario with its limits set"
     ),
     workers: int = typer.Option(2, "--workers", min=1, max=32, help="worker processes"),
     slots: int = typer.Option(50, "--slots", min=1, max=1000, help="slots per worker process"),
@@ -105,6 +108,7 @@ def lab(
         backlogs=sizes,
         noisy_seconds=noisy_seconds,
         shares_claims=shares_claims,
+        rate_seconds=rate_seconds,
     )
     figures, plots = bench_run.run(cfg, chosen)
     text = bench_run.to_json(figures, cfg)

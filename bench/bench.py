@@ -82,6 +82,7 @@ class BenchConfig:
     backlogs: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     noisy_seconds: float = 15.0
     shares_claims: int = 10_000
+    rate_seconds: float = 60.0
 
 
 MIN_BACKLOG = 5_000
@@ -919,7 +920,7 @@ def scenario_retention(cfg: BenchConfig, figures: list[Figure]) -> None:
 
 # -- running and reporting ----------------------------------------------------
 
-SCENARIOS = ("claims", "backlog", "churn", "e2e", "noisy", "shares", "memory", "retention")
+SCENARIOS = ("claims", "backlog", "churn", "e2e", "noisy", "shares", "memory", "retention", "rate")
 
 
 def run(cfg: BenchConfig, scenarios: Sequence[str]) -> tuple[list[Figure], dict[str, Any]]:
@@ -943,6 +944,10 @@ def run(cfg: BenchConfig, scenarios: Sequence[str]) -> tuple[list[Figure], dict[
             scenario_memory(cfg, figures)
         elif name == "retention":
             scenario_retention(cfg, figures)
+        elif name == "rate":
+            from bench.rate import scenario_rate  # it builds on this module
+
+            scenario_rate(cfg, figures)
         else:
             raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
     return figures, plots
