@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.bench import SCENARIOS
-from bench.rate import FREE_TENANTS, LIMITS, Window, limited_tenant, reference_seconds
+from bench.rate import FREE_TENANTS, LIMITS, Window, limited_tenant
 
 REPO = Path(__file__).resolve().parents[2]
 SECONDS = 5.0
@@ -28,8 +28,6 @@ def test_window_rates_and_reference_length() -> None:
     assert window.rate(["r5"]) == 5.0
     assert window.rate(FREE_TENANTS) == 400.0, "a tenant with no job started counts 0"
     assert window.rate() == 405.0
-    assert reference_seconds(60.0) == 15.0
-    assert reference_seconds(4.0) == 2.0
 
 
 def test_rate_scenario_holds_each_tenant_to_its_limit_and_runs_the_rest(server_dsn: str) -> None:
