@@ -635,7 +635,6 @@ $function$
 CREATE OR REPLACE FUNCTION fairsched.ratelimit_level(p_queue text, p_tenant text)
  RETURNS double precision
  LANGUAGE sql
- STABLE
 AS $function$
     SELECT least(lim.jobs, coalesce(t.tokens + lim.jobs / lim.period
                                      * extract(epoch FROM clock_timestamp() - t.refilled_at), lim.jobs))
