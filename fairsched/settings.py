@@ -82,6 +82,11 @@ class TenantSettings(BaseModel):
 
 PolicyName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
 
+LogFormat = Literal["text", "json"]
+"""How log lines are written: plain text, or one JSON object a line (see :mod:`fairsched.logs`)."""
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+"""The lowest level logged."""
+
 
 class QueueSettings(BaseModel):
     """Lease, runtime, retry and policy settings of one queue.
@@ -234,6 +239,8 @@ class Settings(BaseSettings):
     prepare_threshold: int | None = Field(
         5, description='psycopg prepared statements; "off" for PgBouncer transaction mode'
     )
+    log_format: LogFormat = Field("text", description="worker log lines: text, or json (one object a line)")
+    log_level: LogLevel = Field("info", description="the worker's lowest level logged")
     queues: dict[QueueName, QueueSettings] = Field(default_factory=dict)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
 
@@ -244,6 +251,12 @@ class Settings(BaseSettings):
         if isinstance(value, str) and value.strip().lower() in ("off", "none", "null", ""):
             return None
         return value
+
+    @field_validator("log_format", "log_level", mode="before")
+    @classmethod
+    def _lower_case(cls, value: Any) -> Any:
+        """``INFO`` and ``Json`` read as ``info`` and ``json``."""
+        return value.strip().lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _tenant_rates_need_ratelimit(self) -> Settings:

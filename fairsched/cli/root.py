@@ -2,14 +2,15 @@
 
 Errors are one line on stderr and exit status 1; usage errors exit 2; --debug shows
 tracebacks. --config is accepted before the command as well as after it; the command's
-own wins, then the one before it, then FAIRSCHED_CONFIG.
+own wins, then the one before it, then FAIRSCHED_CONFIG. --log-format and --log-level
+(--debug: --log-level debug) are accepted anywhere before ``--`` and win over the
+log_format / log_level settings (see :mod:`fairsched.logs`).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-import logging
 import re
 import sys
 from collections.abc import Iterator
@@ -25,11 +26,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fairsched import Client, __version__, load_settings
+from fairsched import Client, __version__, load_settings, logs
 from fairsched.db.connection import Role, connect, redact, translate
 from fairsched.db.sql import QUERIES
 from fairsched.errors import FairschedError, InvalidInput
-from fairsched.settings import Settings
+from fairsched.settings import LogFormat, LogLevel, Settings
 
 
 class _Group(typer.core.TyperGroup):
@@ -38,9 +39,7 @@ class _Group(typer.core.TyperGroup):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if ctx.parent is None:
-            end = args.index("--") if "--" in args else len(args)
-            flags = [a for a in args[:end] if a in GLOBAL_FLAGS]
-            args = flags + [a for a in args[:end] if a not in GLOBAL_FLAGS] + args[end:]
+            args = _globals_first(args)
         return list(super().parse_args(ctx, args))
 
     def invoke(self, ctx: Any) -> Any:
@@ -57,6 +56,27 @@ class _Group(typer.core.TyperGroup):
 
 GLOBAL_FLAGS = ("--debug",)
 """Root flags accepted anywhere before ``--``."""
+GLOBAL_OPTIONS = ("--log-format", "--log-level")
+"""Root options (with their value) accepted anywhere before ``--``."""
+
+
+def _globals_first(args: list[str]) -> list[str]:
+    """The root's flags and options moved before the command, as the root parses them.
+
+    >>> _globals_first(["worker", "--app", "a:b", "--log-format", "json", "--debug", "--", "x"])
+    ['--log-format', 'json', '--debug', 'worker', '--app', 'a:b', '--', 'x']
+    """
+    end = args.index("--") if "--" in args else len(args)
+    moved: list[str] = []
+    rest: list[str] = []
+    value_next = False
+    for arg in args[:end]:
+        if value_next or arg in GLOBAL_FLAGS or arg.partition("=")[0] in GLOBAL_OPTIONS:
+            moved.append(arg)
+            value_next = not value_next and arg in GLOBAL_OPTIONS
+        else:
+            rest.append(arg)
+    return moved + rest + args[end:]
 
 
 def _one_line(error: Exception) -> str:
@@ -86,20 +106,54 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     config: str | None = typer.Option(
         None,
         "--config",
         envvar="FAIRSCHED_CONFIG",
         help="TOML config file for the command (its own --config wins)",
     ),
-    debug: bool = typer.Option(False, "--debug", help="show tracebacks and debug logs"),
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks and debug logs (--log-level debug)"),
+    log_format: LogFormat | None = typer.Option(
+        None,
+        "--log-format",
+        help="log lines as text or json, one object a line (default: the log_format setting)",
+    ),
+    log_level: LogLevel | None = typer.Option(
+        None,
+        "--log-level",
+        case_sensitive=False,
+        help="lowest level logged (default: the log_level setting)",
+    ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="print the version and exit"
     ),
 ) -> None:
-    """The global options; each command reads --config itself, through ConfigOption."""
-    if debug:
-        logging.basicConfig(level=logging.DEBUG)
+    """The global options; each command reads --config itself, through ConfigOption.
+
+    Logs given here are set up at once; a command that runs a service (the worker) sets
+    them up again from its settings, for what was not given here (:func:`setup_logs`).
+    """
+    ctx.call_on_close(logs.teardown)
+    chosen_format, chosen_level = _log_choice(ctx)
+    if chosen_format or chosen_level:
+        logs.setup(chosen_format or "text", chosen_level or "info")
+
+
+def _log_choice(ctx: typer.Context) -> tuple[LogFormat | None, LogLevel | None]:
+    """The log format and level the command line gave (``--debug``: level debug)."""
+    root = ctx.find_root()
+    log_format: LogFormat | None = root.params.get("log_format")
+    log_level: LogLevel | None = root.params.get("log_level")
+    if log_level is None and root.params.get("debug"):
+        log_level = "debug"
+    return log_format, log_level
+
+
+def setup_logs(ctx: typer.Context, settings: Settings) -> None:
+    """Set up logs as the command line says, else as ``settings`` say (the worker's)."""
+    log_format, log_level = _log_choice(ctx)
+    logs.setup(log_format or settings.log_format, log_level or settings.log_level)
 
 
 class _Parsed(Protocol):

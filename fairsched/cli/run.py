@@ -8,10 +8,19 @@ import typer
 
 from fairsched import Client, load_settings
 from fairsched.cli.render import simulation_view
-from fairsched.cli.root import ConfigOption, JsonOption, console, database_now, open_client, print_json
+from fairsched.cli.root import (
+    ConfigOption,
+    JsonOption,
+    console,
+    database_now,
+    open_client,
+    print_json,
+    setup_logs,
+)
 
 
 def worker(
+    ctx: typer.Context,
     app_spec: str = typer.Option(..., "--app", help="handlers, as module:attribute"),
     queue: list[str] = typer.Option(
         ..., "--queue", help="queue=slots, or a bare queue name with --concurrency; repeatable"
@@ -36,6 +45,7 @@ def worker(
     from fairsched.worker.process import load_app, parse_queue_slots, run_worker
 
     settings = load_settings(config)
+    setup_logs(ctx, settings)
     handlers = load_app(app_spec)
     if concurrency is None:
         slots = Split.static(parse_queue_slots(queue))

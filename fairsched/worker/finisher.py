@@ -20,6 +20,7 @@ from fairsched import metrics
 from fairsched.client import Client
 from fairsched.engine import retry
 from fairsched.engine.lease import Lease, leases_complete
+from fairsched.logs import job_scope
 from fairsched.worker.app import Job
 from fairsched.worker.service import Crash, retry_transient, service_thread
 
@@ -117,11 +118,12 @@ class Finisher:
                 succeeded.setdefault(queue, []).append(outcome.run_seconds)
             else:
                 metrics.RUN_SECONDS.labels(queue, "lost").observe(outcome.run_seconds)
-                log.warning(
-                    "job %d attempt %d: lease lost before its completion was recorded; not done",
-                    outcome.job.id,
-                    outcome.job.attempt,
-                )
+                with job_scope(outcome.job.lease):
+                    log.warning(
+                        "job %d attempt %d: lease lost before its completion was recorded; not done",
+                        outcome.job.id,
+                        outcome.job.attempt,
+                    )
         for queue, seconds in succeeded.items():  # one series lookup per queue and round
             metrics.COMPLETIONS.labels(queue).inc(len(seconds))
             run_seconds = metrics.RUN_SECONDS.labels(queue, "succeeded")
@@ -150,7 +152,8 @@ class Finisher:
             result = results.get(job.id) if results is not None else None
             if result is None or not result.held:
                 metrics.RUN_SECONDS.labels(job.queue, "lost").observe(outcome.run_seconds)
-                log.warning("job %d attempt %d failed (%s); lease lost first", job.id, job.attempt, code)
+                with job_scope(job.lease):
+                    log.warning("job %d attempt %d failed (%s); lease lost first", job.id, job.attempt, code)
                 continue
             metrics.RUN_SECONDS.labels(job.queue, "failed").observe(outcome.run_seconds)
             metrics.FAILURES.labels(job.queue, code).inc()
@@ -158,4 +161,5 @@ class Finisher:
                 metrics.DEAD.labels(job.queue).inc()
             else:
                 metrics.RETRIES.labels(job.queue, code).inc()
-            log.info("job %d attempt %d failed (%s): now %s", job.id, job.attempt, code, result.status)
+            with job_scope(job.lease):
+                log.info("job %d attempt %d failed (%s): now %s", job.id, job.attempt, code, result.status)

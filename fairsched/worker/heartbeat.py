@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from fairsched.client import Client
 from fairsched.db.connection import redact
+from fairsched.logs import job_scope
 from fairsched.worker.app import Job
 from fairsched.worker.service import TRANSIENT, Crash, Service
 
@@ -48,10 +49,12 @@ class Heartbeater(Service):
         try:
             held = self._client.heartbeat(job.lease, progress=value)
         except TRANSIENT as e:
-            log.warning("heartbeat of job %d failed (%s); retrying", job.id, redact(str(e)))
+            with job_scope(job.lease):
+                log.warning("heartbeat of job %d failed (%s); retrying", job.id, redact(str(e)))
             return
         if held:
             job.renewed(value, time.monotonic())
         else:
             job.mark_lost()
-            log.warning("job %d attempt %d: lease lost (heartbeat refused)", job.id, job.attempt)
+            with job_scope(job.lease):
+                log.warning("job %d attempt %d: lease lost (heartbeat refused)", job.id, job.attempt)

@@ -28,6 +28,7 @@ from fairsched.db.connection import redact
 from fairsched.engine import claim
 from fairsched.engine.lease import Lease
 from fairsched.errors import FairschedError
+from fairsched.logs import job_scope
 from fairsched.policy.registry import STACK_TTL_SECONDS
 from fairsched.worker.app import Job
 from fairsched.worker.finisher import Outcome, held_for_test
@@ -227,7 +228,8 @@ class QueueRunner:
             self._start_hist.observe(start - claimed)
             error: BaseException | None = None
             try:
-                self._handler(job)
+                with job_scope(job.lease):  # what the handler logs is about its job
+                    self._handler(job)
             except BaseException as e:
                 error = e
             self._finished(job, error, time.monotonic() - start)
@@ -237,7 +239,8 @@ class QueueRunner:
         self._start_hist.observe(start - claimed)
         error: BaseException | None = None
         try:
-            await self._handler(job)
+            with job_scope(job.lease):  # this task's own context: only its job's logs
+                await self._handler(job)
         except BaseException as e:
             error = e
         self._finished(job, error, time.monotonic() - start)

@@ -20,6 +20,7 @@ from fairsched import metrics
 from fairsched.client import Client
 from fairsched.config import capacity
 from fairsched.engine.lease import Lease
+from fairsched.logs import job_scope
 from fairsched.settings import Settings
 from fairsched.worker.app import App, Job
 from fairsched.worker.finisher import Finisher
@@ -169,11 +170,12 @@ class Runtime:
             timer.cancel()
 
     def _release(self, lease: Lease, give_up: threading.Event) -> None:
-        held = retry_transient(
-            lambda: self.client.release(lease), what=f"releasing job {lease.id}", give_up=give_up
-        )
-        if held:
-            log.info("job %d attempt %d released", lease.id, lease.attempt)
+        with job_scope(lease):  # the retries' warnings too
+            held = retry_transient(
+                lambda: self.client.release(lease), what=f"releasing job {lease.id}", give_up=give_up
+            )
+            if held:
+                log.info("job %d attempt %d released", lease.id, lease.attempt)
 
     def _record_pool_stats(self) -> None:
         stats = self.client.pool.get_stats()

@@ -12,12 +12,15 @@ idempotency key, both created by :func:`create_probe_tables`. Payload keys:
   (checking ``job.lost``) until the lease is lost, and write ``lost``;
 - ``fail``: ``permanent`` / ``retryable`` / ``unknown`` error on every attempt;
 - ``fail_attempts``: only attempts up to this number fail;
-- ``slow_attempts``: only attempts up to this number sleep / stall.
+- ``slow_attempts``: only attempts up to this number sleep / stall;
+- ``log``: a level (``info``, ``warning``, ...): log :data:`LOG_MESSAGE` at that level
+  through :mod:`logging`, as application code does (the payload itself is not logged).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -30,6 +33,8 @@ from fairsched.worker.app import App, Job
 
 app = App()
 _local = threading.local()
+log = logging.getLogger(__name__)
+LOG_MESSAGE = "probe handler at work"
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS public.probe_events (
@@ -93,6 +98,8 @@ def _fail(kind: str) -> None:
 def probe(job: Job) -> None:
     p: dict[str, Any] = job.payload
     slow = job.attempt <= p.get("slow_attempts", 1_000_000)
+    if p.get("log"):
+        log.log(logging.getLevelName(p["log"].upper()), LOG_MESSAGE)
     if p.get("record"):
         event(job, "start")
     if p.get("send"):
@@ -122,6 +129,8 @@ def probe(job: Job) -> None:
 @app.handler("aprobe")
 async def aprobe(job: Job) -> None:
     p: dict[str, Any] = job.payload
+    if p.get("log"):
+        log.log(logging.getLevelName(p["log"].upper()), LOG_MESSAGE)
     for step in range(p.get("steps", 1)):
         await asyncio.sleep(p.get("step_seconds", 0.01))
         job.progress(step)
