@@ -28,6 +28,7 @@ from typing import Any, cast
 from fairsched.client import Client
 from fairsched.engine import retry
 from fairsched.engine.lease import FailureKind, Lease
+from fairsched.logs import job_scope
 from fairsched.testing.queries import QUERIES
 from fairsched.worker.app import App, Handler, Job
 from fairsched.worker.heartbeat import Heartbeater
@@ -248,13 +249,19 @@ def attempt_run(client: Client, app: App, lease: Lease) -> JobOutcome:
 
 def _call(handler: Handler, job: Job, is_async: bool) -> None:
     """Call a sync handler here; run an async one on an event loop of its own in another
-    thread (as a worker's shared loop thread does), so tests that run a loop can call this."""
+    thread (as a worker's shared loop thread does), so tests that run a loop can call this;
+    either with the job in the logs' scope."""
     if not is_async:
-        handler(job)
+        with job_scope(job.lease):  # what the handler logs is about its job, as in a worker
+            handler(job)
         return
-    coroutine = cast(Coroutine[Any, Any, Any], handler(job))
+
+    async def scoped() -> None:
+        with job_scope(job.lease):
+            await cast(Coroutine[Any, Any, Any], handler(job))
+
     with ThreadPoolExecutor(1, thread_name_prefix="fairsched-testing-asyncio") as pool:
-        pool.submit(asyncio.run, coroutine).result()
+        pool.submit(asyncio.run, scoped()).result()
 
 
 def _record(client: Client, job: _RecordingJob, error: BaseException | None) -> JobOutcome:

@@ -22,6 +22,7 @@ from fairsched import (
     RetryableError,
     Settings,
 )
+from fairsched.logs import job_in_scope
 from fairsched.testing import RunError, RunStatus, assert_enqueued, drain, refute_enqueued, run_job
 
 WAIT_SECONDS = 10.0
@@ -176,6 +177,21 @@ def test_an_async_handler_runs_on_an_event_loop(client: Client) -> None:
 
     outcome = run_job(one_handler(handle), "q", {}, tenant="acme", client=client)
     assert (outcome.status, outcome.progress) == (RunStatus.SUCCEEDED, ("awaited",))
+
+
+def test_what_a_handler_logs_is_about_its_job_sync_and_async(client: Client) -> None:
+    seen: list[object] = []
+
+    def handle(job: Job) -> None:
+        seen.append(job_in_scope() == job.lease)
+
+    async def ahandle(job: Job) -> None:
+        seen.append(job_in_scope() == job.lease)
+
+    run_job(one_handler(handle), "q", {}, tenant="acme", client=client)
+    run_job(one_handler(ahandle), "q", {}, tenant="acme", client=client)
+    assert seen == [True, True]
+    assert job_in_scope() is None
 
 
 def test_a_base_exception_is_recorded_then_raised(client: Client, db: psycopg.Connection) -> None:
