@@ -8,7 +8,8 @@ removes one batch of one kind per call, in its own short transaction: index rang
 scans in database time, candidates locked ``FOR UPDATE SKIP LOCKED``, and a
 transaction-level advisory lock so that one batch at a time runs across the
 cluster. A prune that finds the lock taken stops at once and says so; whoever holds
-it is doing the work.
+it is doing the work. After large deletes a prune may also vacuum the jobs table
+(:func:`jobs_vacuum`), when its role is allowed to.
 """
 
 from __future__ import annotations
@@ -111,3 +112,29 @@ def _count(conn: psycopg.Connection, queue: str, kind: str) -> int:
     with conn.transaction(), operation("jobs_prune_count"):
         row = conn.execute(QUERIES["jobs_prune_count"], {"queue": queue, "kind": kind}).fetchone()
     return 0 if row is None or row[0] is None else int(row[0])
+
+
+VACUUM_MIN_ROWS = 10_000
+VACUUM_SHARE = 0.2
+"""A prune vacuums the jobs table once it deleted this share of the table's live rows
+(and at least :data:`VACUUM_MIN_ROWS`) since the last vacuum."""
+
+
+def jobs_vacuum(conn: psycopg.Connection, deleted: int) -> bool | None:
+    """VACUUM the jobs table when ``deleted`` rows since the last vacuum are due one and
+    this session may vacuum it: the space of deleted rows is reused only once a vacuum
+    recorded it, and autovacuum visits a database at most every ``autovacuum_naptime``.
+
+    Returns ``True`` when it vacuumed, ``False`` when not due, ``None`` when this role may
+    not (autovacuum does it then). ``conn`` must be in autocommit mode.
+    """
+    with operation("jobs_vacuum_due"):
+        row = conn.execute(QUERIES["jobs_vacuum_due"]).fetchone()
+    live, allowed = row if row is not None else (0, False)
+    if not allowed:
+        return None
+    if deleted < max(VACUUM_MIN_ROWS, VACUUM_SHARE * live):
+        return False
+    with operation("jobs_vacuum"):
+        conn.execute(QUERIES["jobs_vacuum"])
+    return True

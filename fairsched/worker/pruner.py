@@ -4,7 +4,10 @@ Each process prunes every :data:`INTERVAL_SECONDS` with ±50% jitter (and a rand
 first delay), so many workers do not prune in lockstep; the database lets one batch
 run at a time across the cluster and a pruner that finds another one at work skips
 its turn (:mod:`fairsched.engine.prune`). Batches are :data:`~fairsched.engine.prune.BATCH`
-rows, each in its own short transaction, and never wait for a row a claim holds.
+rows, each in its own short transaction, and never wait for a row a claim holds. Once
+it deleted a fifth of the jobs table's rows it vacuums the table, when its role may
+(the table's owner): the space of deleted rows is reused only once a vacuum recorded
+it, and autovacuum comes at most every ``autovacuum_naptime``.
 
 ``FAIRSCHED_PRUNE_INTERVAL_SECONDS`` (read when the worker starts) changes the interval.
 """
@@ -21,6 +24,7 @@ import psycopg
 from fairsched import metrics
 from fairsched.client import Client
 from fairsched.db.connection import redact
+from fairsched.engine import prune
 from fairsched.errors import ConfigError, FairschedError
 from fairsched.worker.service import Service
 
@@ -62,6 +66,8 @@ class Pruner(Service):
         super().__init__("fairsched-pruner")
         self._client = client
         self._interval = interval
+        self._deleted = 0
+        """Jobs deleted since this pruner's last vacuum of the jobs table."""
 
     @classmethod
     def from_environment(cls, client: Client) -> Pruner:
@@ -88,6 +94,8 @@ class Pruner(Service):
                     metrics.PRUNED_ROWS.labels(queue, kind).inc(count)
         for queue, error in result.failed.items():
             log.warning("prune of queue %s failed (%s); retrying later", queue, redact(error))
+        self._deleted += sum(kinds["finished"] + kinds["dead"] for kinds in result.removed.values())
+        self._vacuum()
         if result.total:
             summary = ", ".join(
                 f"{queue} {kind} {n}"
@@ -96,3 +104,16 @@ class Pruner(Service):
                 if n
             )
             log.info("pruned %d rows past retention: %s", result.total, summary)
+
+    def _vacuum(self) -> None:
+        """Vacuum the jobs table once enough jobs went (:func:`~fairsched.engine.prune.jobs_vacuum`)."""
+        try:
+            with self._client.connection() as conn:
+                vacuumed = prune.jobs_vacuum(conn, self._deleted)
+        except (FairschedError, psycopg.Error) as e:
+            log.warning("vacuum after prune failed (%s); retrying later", redact(str(e)))
+            return
+        if vacuumed:
+            log.info("vacuumed the jobs table after %d jobs were pruned", self._deleted)
+        if vacuumed or vacuumed is None:
+            self._deleted = 0
