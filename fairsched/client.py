@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from fairsched import bounds
 from fairsched.config import rates
 from fairsched.config.sync import queue_declare, queues_declare
 from fairsched.db.connection import Role, connect, make_pool, operation, translate
@@ -209,13 +210,16 @@ class Client:
     def claim(
         self, queue: str, *, owner: str, lease_seconds: float | None = None, limit: int = 1
     ) -> list[Lease]:
-        """Lease up to ``limit`` jobs of ``queue`` (``lease_seconds`` defaults to the queue's)."""
+        """Lease up to ``limit`` jobs of ``queue`` (``lease_seconds``, in (0, 7 days], defaults
+        to the queue's)."""
         enqueue.check_queue_name(queue)
         enqueue.check_label("owner", owner, 200)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= claim_mod.MAX_BATCH:
             raise InvalidInput(f"limit must be between 1 and {claim_mod.MAX_BATCH}")
-        if lease_seconds is not None and not lease_seconds > 0:
-            raise InvalidInput("lease_seconds must be positive")
+        if lease_seconds is not None:
+            lease_seconds = bounds.number_checked(
+                "lease_seconds", lease_seconds, 0, bounds.LEASE_MAX_SECONDS, above=True
+            )
         return self._claim_run(
             lambda c: claim_mod.jobs_claim(c, queue, owner=owner, limit=limit, lease_seconds=lease_seconds)
         )

@@ -58,6 +58,12 @@ DEAD = Counter("fairsched_dead_total", "Jobs moved to dead by a failure.", ["que
 LEASE_EXPIRATIONS = Counter(
     "fairsched_lease_expirations_total", "Expired leases moved on by recovery.", ["queue"]
 )
+RECOVERY_FAILURES = Counter(
+    "fairsched_recovery_failures_total",
+    "Recovery sweeps of a queue that failed on their own (its expired leases stay until a sweep "
+    "succeeds; the other queues are swept meanwhile).",
+    ["queue"],
+)
 STALE_COMPLETIONS = Counter(
     "fairsched_stale_completions_rejected_total",
     "Completions, failures and releases rejected because the lease no longer held.",

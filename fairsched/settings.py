@@ -6,8 +6,10 @@ Nothing is read at import time; call :func:`load_settings` when settings are nee
 from __future__ import annotations
 
 import json
+import math
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -32,6 +34,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from fairsched import bounds
 from fairsched.errors import ConfigError, InvalidInput
 
 QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")]
@@ -58,12 +61,14 @@ def rate_checked(value: Any) -> str | None:
 
 
 class TenantSettings(BaseModel):
-    """Per-tenant settings: weight and cap (weighted policy), rate (ratelimit policy)."""
+    """Per-tenant settings: weight and cap (weighted policy), rate (ratelimit policy).
 
-    model_config = ConfigDict(extra="forbid")
+    Ranges: :mod:`fairsched.bounds`."""
 
-    weight: float = Field(1.0, gt=0, le=1_000_000)
-    cap: int | None = Field(None, gt=0, description="most running jobs at once (weighted)")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    weight: float = Field(1.0, ge=bounds.WEIGHT_MIN, le=bounds.WEIGHT_MAX)
+    cap: int | None = Field(None, gt=0, le=bounds.CAP_MAX, description="most running jobs at once (weighted)")
     rate: str | None = Field(None, description='ratelimit: most jobs claimed per period, e.g. "50/s"')
 
     @field_validator("rate", mode="before")
@@ -93,26 +98,42 @@ class QueueSettings(BaseModel):
 
     ``policies`` is the stack the claim is composed from, e.g.
     ``["weighted", "aging", "serial"]``; ``tenants`` gives per-tenant weights and
-    caps for the weighted policy (tenants not listed weigh 1).
+    caps for the weighted policy (tenants not listed weigh 1). Every number is finite
+    and bounded (:mod:`fairsched.bounds`).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    lease_seconds: float = Field(30.0, gt=0, description="lease length granted per claim/renewal")
-    max_runtime_seconds: float = Field(3600.0, gt=0, description="no renewal past this per attempt")
-    max_attempts: int = Field(8, gt=0, le=1000, description="attempts before a job is dead")
-    unknown_max_attempts: int = Field(3, gt=0, le=1000, description="budget for unknown errors")
-    backoff_base_seconds: float = Field(1.0, ge=0, description="first retry delay ceiling")
-    backoff_max_seconds: float = Field(300.0, ge=0, description="cap of any retry delay")
+    lease_seconds: float = Field(
+        30.0, gt=0, le=bounds.LEASE_MAX_SECONDS, description="lease length granted per claim/renewal"
+    )
+    max_runtime_seconds: float = Field(
+        3600.0, gt=0, le=bounds.MAX_RUNTIME_MAX_SECONDS, description="no renewal past this per attempt"
+    )
+    max_attempts: int = Field(8, gt=0, le=bounds.ATTEMPTS_MAX, description="attempts before a job is dead")
+    unknown_max_attempts: int = Field(
+        3, gt=0, le=bounds.ATTEMPTS_MAX, description="budget for unknown errors"
+    )
+    backoff_base_seconds: float = Field(
+        1.0, ge=0, le=bounds.BACKOFF_MAX_SECONDS, description="first retry delay ceiling"
+    )
+    backoff_max_seconds: float = Field(
+        300.0, ge=0, le=bounds.BACKOFF_MAX_SECONDS, description="cap of any retry delay"
+    )
     notify: bool = Field(True, description="pg_notify workers on enqueue")
     policies: list[PolicyName] = Field(
         default_factory=lambda: ["fifo"], min_length=1, max_length=8, description="the claim's policy stack"
     )
     aging_interval_seconds: float = Field(
-        60.0, gt=0, description="aging: waiting this long is worth one priority level"
+        60.0,
+        gt=0,
+        le=bounds.AGING_INTERVAL_MAX_SECONDS,
+        description="aging: waiting this long is worth one priority level",
     )
     charge: Literal["count", "runtime"] = Field("count", description="weighted: charge per job or per second")
-    tenant_cap: int | None = Field(None, gt=0, description="weighted: default running-job cap per tenant")
+    tenant_cap: int | None = Field(
+        None, gt=0, le=bounds.CAP_MAX, description="weighted: default running-job cap per tenant"
+    )
     serial_gap: Literal["strict", "lowest"] = Field("strict", description="serial: wait for gaps or not")
     serial_poison: Literal["block", "skip"] = Field("block", description="serial: a dead job blocks or not")
     policy_params: dict[str, str | int | float | bool] = Field(
@@ -159,6 +180,18 @@ class QueueSettings(BaseModel):
     def _rate(cls, value: Any) -> str | None:
         return rate_checked(value)
 
+    @field_validator("policy_params", mode="before")
+    @classmethod
+    def _finite_params(cls, value: Any) -> Any:
+        """A parameter is stored as JSON, which has no infinity or NaN."""
+        if isinstance(value, dict):
+            bad = [k for k, v in value.items() if isinstance(v, float) and not math.isfinite(v)]
+            if bad:
+                raise PydanticCustomError(
+                    "finite_number", "{keys}: give finite numbers", {"keys": ", ".join(map(str, bad))}
+                )
+        return value
+
     @model_validator(mode="after")
     def _rates_need_ratelimit(self) -> QueueSettings:
         """Rates only shape claims through the ratelimit policy: refuse them elsewhere."""
@@ -173,6 +206,24 @@ class QueueSettings(BaseModel):
             )
         return self
 
+    @classmethod
+    def stored(cls, name: str, values: Mapping[str, Any], *, checked: bool = True) -> QueueSettings:
+        """Queue ``name``'s settings as the database holds them (``values``, field by field).
+
+        Values the model refuses (only a write past the database's own checks stores them)
+        raise :class:`InvalidInput` naming them and the command that sets them; unchecked,
+        they are taken as they are (what ``fairsched policy set`` replaces).
+        """
+        if not checked:
+            return cls.model_construct(**values)
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            raise InvalidInput(
+                f"queue {name} holds invalid settings: {describe_validation_error(e)}; "
+                f"set them with `fairsched policy set {name}`"
+            ) from None
+
     @field_serializer("policy_params", "tenants")
     def _as_json(self, value: dict[str, Any] | str) -> str:
         """Stored as JSON text: the queue upsert reads it with ``::jsonb``."""
@@ -186,17 +237,22 @@ class QueueSettings(BaseModel):
 class Settings(BaseSettings):
     """Everything fairsched can be configured with."""
 
-    model_config = SettingsConfigDict(env_prefix="FAIRSCHED_", env_nested_delimiter="__", extra="forbid")
+    model_config = SettingsConfigDict(
+        env_prefix="FAIRSCHED_", env_nested_delimiter="__", extra="forbid", allow_inf_nan=False
+    )
 
     database_url: str | None = Field(None, description="PostgreSQL DSN; embedded when unset")
     data_dir: Path | None = Field(None, description="where the embedded server keeps its data")
     max_payload_bytes: int = Field(64 * 1024, gt=0, le=64 * 1024 * 1024)
     max_error_chars: int = Field(2000, gt=0, le=100_000)
-    poll_interval_seconds: float = Field(2.0, gt=0)
-    recovery_interval_seconds: float = Field(5.0, gt=0)
+    poll_interval_seconds: float = Field(2.0, gt=0, le=bounds.PROCESS_INTERVAL_MAX_SECONDS)
+    recovery_interval_seconds: float = Field(5.0, gt=0, le=bounds.PROCESS_INTERVAL_MAX_SECONDS)
     recovery_batch: int = Field(500, gt=0, le=100_000)
     head_refresh_seconds: float = Field(
-        0.1, gt=0, description="how often each worker raises the claim heads past claimed jobs"
+        0.1,
+        gt=0,
+        le=bounds.PROCESS_INTERVAL_MAX_SECONDS,
+        description="how often each worker raises the claim heads past claimed jobs",
     )
     reserve_fraction: float = Field(
         0.0625,
@@ -213,7 +269,7 @@ class Settings(BaseSettings):
         "statement for all that finished meanwhile; the first after a quiet window goes at "
         "once (keep it well under the shortest lease)",
     )
-    grace_period_seconds: float = Field(30.0, ge=0)
+    grace_period_seconds: float = Field(30.0, ge=0, le=bounds.GRACE_PERIOD_MAX_SECONDS)
     idle_in_transaction_timeout_seconds: float = Field(
         10.0,
         ge=0,
@@ -235,9 +291,12 @@ class Settings(BaseSettings):
         description="operator queries (status, exporter, tenant show, simulate) are cancelled "
         "after running this long; 0: not set",
     )
-    pool_max_size: int | None = Field(None, gt=0, description="default: slots + 4")
+    pool_max_size: int | None = Field(None, gt=0, le=bounds.POOL_MAX_SIZE, description="default: slots + 4")
     prepare_threshold: int | None = Field(
-        5, description='psycopg prepared statements; "off" for PgBouncer transaction mode'
+        5,
+        ge=0,
+        le=bounds.PREPARE_THRESHOLD_MAX,
+        description='psycopg prepared statements; "off" for PgBouncer transaction mode',
     )
     log_format: LogFormat = Field("text", description="worker log lines: text, or json (one object a line)")
     log_level: LogLevel = Field("info", description="the worker's lowest level logged")

@@ -54,21 +54,31 @@ def policy_show(
 def policy_set(
     queue: str = QueueArgument,
     policies: str | None = typer.Option(None, "--policies", help="the stack, e.g. weighted,aging,serial"),
-    aging_interval: float | None = typer.Option(None, "--aging-interval", help="aging: seconds per level"),
+    aging_interval: float | None = typer.Option(
+        None, "--aging-interval", help="aging: seconds per level (at most 30 days)"
+    ),
     serial_gap: str | None = typer.Option(None, "--serial-gap", help="serial: strict or lowest"),
     serial_poison: str | None = typer.Option(None, "--serial-poison", help="serial: block or skip"),
     charge: str | None = typer.Option(None, "--charge", help="weighted: count or runtime"),
     tenant_cap: str | None = typer.Option(
-        None, "--tenant-cap", help="weighted: default cap per tenant, or none"
+        None, "--tenant-cap", help="weighted: default cap per tenant (1 to 1000000), or none"
     ),
-    lease: float | None = typer.Option(None, "--lease", help="lease seconds per claim and renewal"),
-    max_runtime: float | None = typer.Option(None, "--max-runtime", help="seconds; no renewal past it"),
-    max_attempts: int | None = typer.Option(None, "--max-attempts", help="attempts before dead"),
+    lease: float | None = typer.Option(
+        None, "--lease", help="lease seconds per claim and renewal (at most 7 days)"
+    ),
+    max_runtime: float | None = typer.Option(
+        None, "--max-runtime", help="seconds; no renewal past it (at most 7 days)"
+    ),
+    max_attempts: int | None = typer.Option(None, "--max-attempts", help="attempts before dead (1 to 1000)"),
     unknown_max_attempts: int | None = typer.Option(
         None, "--unknown-max-attempts", help="attempts for failures of unknown kind"
     ),
-    backoff_base: float | None = typer.Option(None, "--backoff-base", help="first retry delay ceiling (s)"),
-    backoff_max: float | None = typer.Option(None, "--backoff-max", help="longest retry delay (s)"),
+    backoff_base: float | None = typer.Option(
+        None, "--backoff-base", help="first retry delay ceiling (0 to 1 day, in s)"
+    ),
+    backoff_max: float | None = typer.Option(
+        None, "--backoff-max", help="longest retry delay (0 to 1 day, in s)"
+    ),
     notify: bool | None = typer.Option(None, "--notify/--no-notify", help="pg_notify workers on enqueue"),
     finished_retention: str | None = typer.Option(
         None,

@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fairsched import Client, __version__, load_settings, logs
+from fairsched import Client, __version__, bounds, load_settings, logs
 from fairsched.db.connection import Role, connect, redact, translate
 from fairsched.db.sql import QUERIES
 from fairsched.errors import FairschedError, InvalidInput
@@ -237,7 +237,10 @@ def database_now(conn: psycopg.Connection) -> datetime:
 
 
 def parse_payload(text: str) -> Any:
-    """``--payload``: JSON text, ``@file`` or ``@-`` (stdin)."""
+    """``--payload``: JSON text, ``@file`` or ``@-`` (stdin); the payload limits on depth
+    and integer digits (:mod:`fairsched.bounds`) are checked while it is read."""
+    from fairsched.engine.enqueue import payload_int_too_long, payload_too_deep
+
     source = "payload"
     if text.startswith("@"):
         source = text[1:]
@@ -245,10 +248,18 @@ def parse_payload(text: str) -> Any:
             text = sys.stdin.read() if source == "-" else Path(source).read_text("utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise InvalidInput(f"cannot read payload file {source}: {e}") from None
+
+    def whole(digits: str) -> int:
+        if len(digits.lstrip("-")) > bounds.PAYLOAD_MAX_INT_DIGITS:
+            raise payload_int_too_long(source)
+        return int(digits)
+
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=whole)
     except json.JSONDecodeError as e:
         raise InvalidInput(f"{source} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise payload_too_deep(source) from None
 
 
 def parse_when(text: str | None) -> datetime | None:
@@ -264,22 +275,27 @@ def parse_when(text: str | None) -> datetime | None:
     return when
 
 
-def positive_number(name: str, text: str) -> float:
-    """A number in (0, 1000000], or :class:`InvalidInput` naming ``name``."""
+def number_in(name: str, text: str, low: float, high: float) -> float:
+    """A number in ``[low, high]`` (:mod:`fairsched.bounds`), or :class:`InvalidInput`
+    naming ``name`` and the range."""
     try:
         value = float(text)
     except ValueError:
         raise InvalidInput(f"{name} {text[:40]!r} is not a number") from None
-    if not 0 < value <= 1_000_000:
-        raise InvalidInput(f"{name} must be a number in (0, 1000000], got {text[:40]!r}")
+    if not low <= value <= high:
+        raise InvalidInput(
+            f"{name} must be a number in [{bounds.shown(low)}, {bounds.shown(high)}], got {text[:40]!r}"
+        )
     return value
 
 
-def whole_number(name: str, text: str) -> int:
-    """A positive whole number of at most 9 digits, or :class:`InvalidInput` naming ``name``."""
+def whole_number(name: str, text: str, high: int = bounds.CAP_MAX) -> int:
+    """A whole number in ``[1, high]``, or :class:`InvalidInput` naming ``name``."""
     stripped = text.strip()
-    if not stripped.isdigit() or len(stripped) > 9 or int(stripped) < 1:
-        raise InvalidInput(f"{name} must be a positive whole number or none, got {text[:40]!r}")
+    if not stripped.isdigit() or len(stripped) > 9 or not 1 <= int(stripped) <= high:
+        raise InvalidInput(
+            f"{name} must be a positive whole number or none (at most {high}), got {text[:40]!r}"
+        )
     return int(stripped)
 
 

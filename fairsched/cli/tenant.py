@@ -13,8 +13,8 @@ from fairsched.cli.root import (
     JsonOption,
     QueueArgument,
     TenantArgument,
+    number_in,
     open_client,
-    positive_number,
     print_json,
     print_table,
     whole_number,
@@ -102,13 +102,14 @@ def tenant_show(
 def tenant_weight(
     queue: str = QueueArgument,
     tenant: str = TenantArgument,
-    weight: str = typer.Argument(..., help="positive number, at most 1000000"),
+    weight: str = typer.Argument(..., help="a number from 0.001 to 1000000"),
     config: str | None = ConfigOption,
 ) -> None:
     """Set a tenant's weight on a queue; claims follow it within seconds, backlog included."""
+    from fairsched import bounds
     from fairsched.config import sync as configsync
 
-    value = positive_number("weight", weight)
+    value = number_in("weight", weight, bounds.WEIGHT_MIN, bounds.WEIGHT_MAX)
     with open_client(config) as client, client.connection() as conn:
         note = configsync.tenant_set(conn, queue, tenant, weight=value)
     typer.echo(f"{queue}/{tenant}: weight {number(value)}{note}")
@@ -118,7 +119,7 @@ def tenant_weight(
 def tenant_cap(
     queue: str = QueueArgument,
     tenant: str = TenantArgument,
-    cap: str = typer.Argument(..., help="most running jobs (a positive whole number), or none"),
+    cap: str = typer.Argument(..., help="most running jobs (1 to 1000000), or none"),
     config: str | None = ConfigOption,
 ) -> None:
     """Set or remove (none) a tenant's cap of running jobs on a queue."""

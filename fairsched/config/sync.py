@@ -125,9 +125,11 @@ def database_settings(conn: psycopg.Connection) -> dict[str, QueueSettings]:
     return with_rates(conn, {row["name"]: _stored(row, by_queue.get(row["name"], {})) for row in rows})
 
 
-def _stored(row: Mapping[str, Any], tenants: Mapping[str, TenantSettings]) -> QueueSettings:
+def _stored(
+    row: Mapping[str, Any], tenants: Mapping[str, TenantSettings], *, checked: bool = True
+) -> QueueSettings:
     values = {key: row[key] for key in STORED_FIELDS}
-    return QueueSettings.model_validate({**values, "tenants": dict(tenants)})
+    return QueueSettings.stored(row["name"], {**values, "tenants": dict(tenants)}, checked=checked)
 
 
 def queue_settings(conn: psycopg.Connection, name: str) -> QueueSettings:
@@ -363,7 +365,7 @@ def queue_settings_set(
             row = cur.execute(QUERIES["configsync_queue_lock"], {"name": name}).fetchone()
         if row is None:
             raise UnknownQueue(name)
-        before = _stored(row, {})
+        before = _stored(row, {}, checked=False)  # what a repair replaces may be out of range
         try:
             after = QueueSettings.model_validate({**{k: row[k] for k in STORED_FIELDS}, **changes})
         except ValidationError as e:

@@ -9,12 +9,13 @@ import unicodedata
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
+from fairsched import bounds
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.settle import aggregates_advance, tenants_activate
@@ -73,15 +74,74 @@ _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 number means the backslash itself was escaped and the text is literal)."""
 
 
+_LONG_DIGITS = re.compile(rf"\d{{{bounds.PAYLOAD_MAX_INT_DIGITS + 1}}}")
+_INT_LIMIT = 10**bounds.PAYLOAD_MAX_INT_DIGITS
+
+
+def payload_too_deep(source: str = "payload") -> InvalidInput:
+    """The error of a payload nested deeper than its limit."""
+    return InvalidInput(f"{source} nests deeper than {bounds.PAYLOAD_MAX_DEPTH} levels of lists and objects")
+
+
+def payload_int_too_long(source: str = "payload") -> InvalidInput:
+    """The error of a payload holding too long an integer."""
+    return InvalidInput(
+        f"{source} holds an integer of more than {bounds.PAYLOAD_MAX_INT_DIGITS} digits: send it as a string"
+    )
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def payload_shape_check(payload: Any) -> None:
+    """Refuse a payload nested deeper than :data:`~fairsched.bounds.PAYLOAD_MAX_DEPTH` or
+    holding an integer of more than :data:`~fairsched.bounds.PAYLOAD_MAX_INT_DIGITS`
+    digits (object keys are text in JSON: they are not counted).
+
+    Level by level, without recursion, so any depth is measured; each list or object is
+    visited once (a circular one is left to the encoder's own error). The plain types
+    are told apart by ``type`` first: this walk costs about what encoding does.
+    """
+    seen: set[int] = set()
+    level = [payload]
+    for depth in range(bounds.PAYLOAD_MAX_DEPTH + 1):
+        below: list[Any] = []
+        for value in level:
+            kind = type(value)
+            if kind is str or kind is float or kind is bool or value is None:
+                continue
+            if kind is int or (isinstance(value, int) and not isinstance(value, bool)):
+                if not -_INT_LIMIT < value < _INT_LIMIT:
+                    raise payload_int_too_long()
+            elif isinstance(value, _CONTAINERS):
+                if depth == bounds.PAYLOAD_MAX_DEPTH:
+                    raise payload_too_deep()
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    below += value.values() if isinstance(value, dict) else value
+        if not below:
+            return
+        level = below
+
+
 def encode_payload(payload: Any, max_bytes: int) -> str:
-    """The payload as JSON text, refused when not JSON or larger than ``max_bytes``."""
+    """The payload as JSON text, refused when not JSON, nested too deeply, holding too long
+    an integer (:mod:`fairsched.bounds`) or larger than ``max_bytes``.
+
+    The shape is walked only when the text could break a limit (more lists and objects
+    than the depth allowed, or a run of too many digits): a cheap scan of the text first.
+    """
     try:
         text = json.dumps(payload, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
         encoded = text.encode("utf-8")
     except (TypeError, ValueError) as e:  # UnicodeEncodeError (lone surrogates) is a ValueError
+        payload_shape_check(payload)  # an integer too long to convert names itself
         raise InvalidInput(f"payload is not JSON-serialisable: {e}") from None
     except RecursionError:
+        payload_shape_check(payload)
         raise InvalidInput("payload is nested too deeply to encode") from None
+    if text.count("[") + text.count("{") > bounds.PAYLOAD_MAX_DEPTH or _LONG_DIGITS.search(text):
+        payload_shape_check(payload)
     if _ESCAPED_NUL.search(text):
         raise InvalidInput("payload contains a NUL character, which PostgreSQL jsonb cannot store")
     size = len(encoded)
@@ -103,9 +163,27 @@ def validate(job: JobSpec, max_payload_bytes: int) -> str:
         _check_int("max_attempts", job.max_attempts, 1, 1000)
     if job.idempotency_key is not None:
         check_label("idempotency_key", job.idempotency_key, MAX_KEY_CHARS)
-    if job.run_at is not None and (not isinstance(job.run_at, datetime) or job.run_at.tzinfo is None):
-        raise InvalidInput("run_at must be a timezone-aware datetime")
+    if job.run_at is not None:
+        check_run_at(job.run_at)
     return encode_payload(job.payload, max_payload_bytes)
+
+
+def check_run_at(run_at: Any) -> None:
+    """A timezone-aware time within :data:`~fairsched.bounds.RUN_AT_PAST` before now and
+    :data:`~fairsched.bounds.RUN_AT_FUTURE` after (this process's clock). A past one is
+    kept as given: the job is due since then."""
+    if not isinstance(run_at, datetime) or run_at.utcoffset() is None:
+        raise InvalidInput("run_at must be a timezone-aware datetime")
+    now = datetime.now(UTC)
+    if not now - bounds.RUN_AT_PAST <= run_at <= now + bounds.RUN_AT_FUTURE:
+        raise InvalidInput(
+            f"run_at must lie between {_days(bounds.RUN_AT_PAST)} before now and "
+            f"{_days(bounds.RUN_AT_FUTURE)} after, got {run_at.isoformat()}"
+        )
+
+
+def _days(span: timedelta) -> str:
+    return f"{span.days} day{'s' if span.days != 1 else ''}"
 
 
 def jobs_enqueue(

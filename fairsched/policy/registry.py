@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 
+from fairsched import bounds
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
@@ -141,12 +142,15 @@ def tenant_share_set(
 ) -> None:
     """Set a tenant's weight and/or running cap on a queue (``cap=0`` removes the cap).
 
-    Takes effect on the next claim, for the queued backlog too.
+    Takes effect on the next claim, for the queued backlog too. Ranges:
+    :mod:`fairsched.bounds` (the database checks them too).
     """
-    if weight is not None and not (isinstance(weight, int | float) and 0 < weight <= 1_000_000):
-        raise InvalidInput(f"weight must be in (0, 1000000], got {weight!r}")
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
-        raise InvalidInput(f"cap must be a non-negative integer (0 removes it), got {cap!r}")
+    if weight is not None:
+        weight = bounds.number_checked("weight", weight, bounds.WEIGHT_MIN, bounds.WEIGHT_MAX)
+    if cap is not None and (
+        isinstance(cap, bool) or not isinstance(cap, int) or not 0 <= cap <= bounds.CAP_MAX
+    ):
+        raise InvalidInput(f"cap must be an integer in [0, {bounds.CAP_MAX}] (0 removes it), got {cap!r}")
     queue_stack(conn, queue)
     with operation("tenant_share_set"):
         conn.execute(

@@ -2,7 +2,10 @@
 
 Each process sweeps every ``recovery_interval_seconds`` with ±50% jitter (and a
 random first delay) so many workers do not sweep in lockstep; the sweep itself
-is safe to run from many processes at once.
+is safe to run from many processes at once. A queue whose sweep fails does not hold
+up the others (:func:`fairsched.engine.recovery.recovery_sweep` sweeps queue by queue
+then, and logs and counts that queue's failure); a sweep that fails as a whole (the
+database is away) is logged here and retried at the next interval.
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ def test_recovery_sweep_uses_the_expired_lease_index_in_bounded_batches(large: p
         sql.SQL(QUERIES["recovery_sweep"])
     )
     with large.transaction(force_rollback=True):
-        row = large.execute(statement, {"batch": 100}).fetchone()
+        row = large.execute(statement, {"batch": 100, "queue": None}).fetchone()
     assert row is not None
     plan = ClaimPlan(row[0][0]["Plan"], 0, 0)
     scans = [n for n in plan.nodes() if n.get("Index Name") == "jobs_expired_lease_idx"]

@@ -58,8 +58,8 @@ HOSTILE_QUEUES = ["q;drop table x", 'q"x', "q\nx", "x" * 100, "", "nope"]
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["weight", "w", "acme", "0"], "weight must be a number in (0, 1000000]"),
-        (["weight", "w", "acme", "-1"], "weight must be a number in (0, 1000000]"),
+        (["weight", "w", "acme", "0"], "weight must be a number in [0.001, 1000000]"),
+        (["weight", "w", "acme", "-1"], "weight must be a number in [0.001, 1000000]"),
         (["weight", "w", "acme", "nan"], "weight must be a number"),
         (["weight", "w", "acme", "inf"], "weight must be a number"),
         (["weight", "w", "acme", "1e7"], "weight must be a number"),

@@ -220,23 +220,23 @@ TABLE fairsched.queues
   COLUMN finished_retention_seconds integer NOT NULL DEFAULT 86400
   COLUMN dead_retention_seconds integer NOT NULL DEFAULT 2592000
   COLUMN history_retention_seconds integer NOT NULL DEFAULT 2592000
-  CONSTRAINT queues_aging_interval_seconds_check CHECK ((aging_interval_seconds > (0)::double precision))
-  CONSTRAINT queues_backoff_base_seconds_check CHECK ((backoff_base_seconds >= (0)::double precision))
-  CONSTRAINT queues_backoff_max_seconds_check CHECK ((backoff_max_seconds >= (0)::double precision))
+  CONSTRAINT queues_aging_interval_seconds_range CHECK (((aging_interval_seconds > (0)::double precision) AND (aging_interval_seconds <= (2592000)::double precision)))
+  CONSTRAINT queues_backoff_base_seconds_range CHECK (((backoff_base_seconds >= (0)::double precision) AND (backoff_base_seconds <= (86400)::double precision)))
+  CONSTRAINT queues_backoff_max_seconds_range CHECK (((backoff_max_seconds >= (0)::double precision) AND (backoff_max_seconds <= (86400)::double precision)))
   CONSTRAINT queues_charge_check CHECK ((charge = ANY (ARRAY['count'::text, 'runtime'::text])))
   CONSTRAINT queues_dead_retention_range CHECK (((dead_retention_seconds >= 3600) AND (dead_retention_seconds <= 315360000)))
   CONSTRAINT queues_finished_retention_range CHECK (((finished_retention_seconds >= 1) AND (finished_retention_seconds <= 31536000)))
   CONSTRAINT queues_history_retention_range CHECK (((history_retention_seconds >= 60) AND (history_retention_seconds <= 315360000)))
-  CONSTRAINT queues_lease_seconds_check CHECK ((lease_seconds > (0)::double precision))
-  CONSTRAINT queues_max_attempts_check CHECK ((max_attempts > 0))
-  CONSTRAINT queues_max_runtime_seconds_check CHECK ((max_runtime_seconds > (0)::double precision))
+  CONSTRAINT queues_lease_seconds_range CHECK (((lease_seconds > (0)::double precision) AND (lease_seconds <= (604800)::double precision)))
+  CONSTRAINT queues_max_attempts_range CHECK (((max_attempts >= 1) AND (max_attempts <= 1000)))
+  CONSTRAINT queues_max_runtime_seconds_range CHECK (((max_runtime_seconds > (0)::double precision) AND (max_runtime_seconds <= (604800)::double precision)))
   CONSTRAINT queues_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$'::text))
   CONSTRAINT queues_pkey PRIMARY KEY (name)
   CONSTRAINT queues_policies_check CHECK (((cardinality(policies) >= 1) AND (cardinality(policies) <= 8)))
   CONSTRAINT queues_serial_gap_check CHECK ((serial_gap = ANY (ARRAY['strict'::text, 'lowest'::text])))
   CONSTRAINT queues_serial_poison_check CHECK ((serial_poison = ANY (ARRAY['block'::text, 'skip'::text])))
-  CONSTRAINT queues_tenant_cap_check CHECK ((tenant_cap > 0))
-  CONSTRAINT queues_unknown_max_attempts_check CHECK ((unknown_max_attempts > 0))
+  CONSTRAINT queues_tenant_cap_range CHECK (((tenant_cap >= 1) AND (tenant_cap <= 1000000)))
+  CONSTRAINT queues_unknown_max_attempts_range CHECK (((unknown_max_attempts >= 1) AND (unknown_max_attempts <= 1000)))
   INDEX CREATE UNIQUE INDEX queues_pkey ON fairsched.queues USING btree (name)
   GRANT ALL ON TABLE fairsched.queues TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_producer
@@ -296,11 +296,11 @@ TABLE fairsched.tenant_shares
   COLUMN charged_total double precision NOT NULL DEFAULT 0
   COLUMN updated_at timestamp with time zone NOT NULL DEFAULT now()
   WITH (autovacuum_vacuum_cost_delay=0, autovacuum_vacuum_scale_factor=0.0, autovacuum_vacuum_threshold=1000, fillfactor=50)
-  CONSTRAINT tenant_shares_cap_check CHECK ((cap > 0))
+  CONSTRAINT tenant_shares_cap_range CHECK (((cap >= 1) AND (cap <= 1000000)))
   CONSTRAINT tenant_shares_pkey PRIMARY KEY (queue_name, tenant)
   CONSTRAINT tenant_shares_runtime_estimate_check CHECK ((runtime_estimate > (0)::double precision))
   CONSTRAINT tenant_shares_tenant_check CHECK (((length(tenant) >= 1) AND (length(tenant) <= 128)))
-  CONSTRAINT tenant_shares_weight_check CHECK (((weight > (0)::double precision) AND (weight <= (1000000)::double precision)))
+  CONSTRAINT tenant_shares_weight_range CHECK (((weight >= (0.001)::double precision) AND (weight <= (1000000)::double precision)))
   INDEX CREATE INDEX tenant_shares_capped_idx ON fairsched.tenant_shares USING btree (queue_name) WHERE (cap IS NOT NULL)
   INDEX CREATE INDEX tenant_shares_pass_idx ON fairsched.tenant_shares USING btree (queue_name, pass, claimed_total, tenant) WHERE active
   INDEX CREATE UNIQUE INDEX tenant_shares_pkey ON fairsched.tenant_shares USING btree (queue_name, tenant)

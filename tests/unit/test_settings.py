@@ -89,7 +89,10 @@ def test_no_file_means_defaults_and_environment(monkeypatch: pytest.MonkeyPatch)
             "queues.emails.max_attempts: Input should be a valid integer",
         ),
         ("[queues.'bad name']\n", "queues.bad name"),
-        ("[tenants.acme]\nweight = 0\n", "tenants.acme.weight: Input should be greater than 0"),
+        (
+            "[tenants.acme]\nweight = 0\n",
+            "tenants.acme.weight: Input should be greater than or equal to 0.001",
+        ),
         ("databse_url = 'postgresql://x'\n", "databse_url: Extra inputs are not permitted"),
     ],
 )

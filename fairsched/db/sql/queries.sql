@@ -268,12 +268,14 @@ WITH moved AS (
 SELECT id FROM moved
 
 -- name: recovery_sweep
--- Move a bounded batch of expired leases back to pending (with backoff) or to dead
--- when attempts are exhausted. Safe to run from many processes at once.
+-- Move a bounded batch of expired leases (of every queue, or of queue %(queue)s) back to
+-- pending (with backoff) or to dead when attempts are exhausted. Safe to run from many
+-- processes at once.
 WITH expired AS MATERIALIZED (
     SELECT id, lease_owner, lease_token
       FROM fairsched.jobs
      WHERE status = 'running' AND lease_expires_at <= now()
+       AND (%(queue)s::text IS NULL OR queue_name = %(queue)s)
      ORDER BY lease_expires_at
      LIMIT %(batch)s
        FOR UPDATE SKIP LOCKED
