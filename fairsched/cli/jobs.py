@@ -17,15 +17,22 @@ def migrate(config: str | None = ConfigOption) -> None:
 
 def recover(config: str | None = ConfigOption, as_json: bool = JsonOption) -> None:
     """Sweep expired leases once (back to pending with backoff, or to dead), and raise
-    the claim heads past claimed jobs."""
+    the claim heads past claimed jobs. A queue that could not be swept is named, with
+    the reason, and the exit code is 1; the other queues were swept."""
     with open_client(config) as client:
         result = client.recover()
         heads = client.heads_refresh()
     if as_json:
-        print_json({"retried": result.retried, "dead": result.dead, "heads_raised": heads})
+        print_json(
+            {"retried": result.retried, "dead": result.dead, "heads_raised": heads, "failed": result.failed}
+        )
     else:
         typer.echo(f"expired leases recovered: {result.retried} back to pending, {result.dead} dead")
         typer.echo(f"claim heads raised: {heads}")
+        for queue, error in sorted(result.failed.items()):
+            typer.echo(f"error: queue {queue} not recovered: {error}", err=True)
+    if result.failed:
+        raise typer.Exit(1)
 
 
 def enqueue(

@@ -139,3 +139,14 @@ def test_an_error_no_queue_is_at_fault_for_fails_the_sweep_and_counts_nothing(
         producer.recover()
     assert failures(GOOD) + failures(BAD) == before
     assert status(db, expired[GOOD]) == "running"
+
+
+def test_fairsched_recover_names_the_queue_it_could_not_sweep(
+    client: Client, db: psycopg.Connection, expired: dict[str, int]
+) -> None:
+    corrupt(db, "max_runtime_inf")
+    result = cli(client.dsn, "recover")
+    assert result.exit_code == 1, result.output
+    assert "expired leases recovered: 1 back to pending, 0 dead" in result.stdout
+    assert "error: queue bad not recovered:" in result.stderr
+    assert status(db, expired[GOOD]) == "pending" and status(db, expired[BAD]) == "running"
