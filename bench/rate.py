@@ -126,16 +126,15 @@ def rate_run(cfg: BenchConfig) -> RateRun:
     """Both phases on a scratch database (see the module's docstring)."""
     limits = {limited_tenant(limit): limit for limit in LIMITS}
     tenants = [*limits, *FREE_TENANTS]
-    first = cfg.rate_seconds
     with (
         scratch_db(cfg.admin_dsn) as dsn,
         Client(dsn) as client,
         psycopg.connect(dsn, autocommit=True) as conn,
     ):
         declare_bench_queue(client, STACK)
-        per_tenant = math.ceil(ASSUMED_CAPACITY * (SETTLE_SECONDS + first + 1) / len(tenants))
+        per_tenant = math.ceil(ASSUMED_CAPACITY * (SETTLE_SECONDS + cfg.rate_seconds + 1) / len(tenants))
         backlog_top_up(client, conn, dict.fromkeys(tenants, per_tenant))
-        reference = run_window(dsn, cfg.slots, first, tenants, "without limits")
+        reference = run_window(dsn, cfg.slots, cfg.rate_seconds, tenants, "without limits")
         span = SETTLE_SECONDS + cfg.rate_seconds + 1
         free_part = reference.rate() / len(FREE_TENANTS)
         wanted = {t: math.ceil(limit * span * BACKLOG_MARGIN) for t, limit in limits.items()}

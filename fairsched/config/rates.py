@@ -134,15 +134,11 @@ def _write(conn: psycopg.Connection, wanted: Mapping[str, QueueRates], *, exact:
         for queue, want in sorted(wanted.items()):
             have = stored.get(queue, QueueRates())
             if want.default != have.default:
-                ratelimit.rate_set(conn, queue, None, _parsed(want.default))
+                ratelimit.rate_set(conn, queue, None, rate_parsed(want.default))
             for tenant in sorted(set(want.tenants) | (set(have.tenants) if exact else set())):
                 rate = want.tenants.get(tenant)
                 if rate != have.tenants.get(tenant):
-                    ratelimit.rate_set(conn, queue, tenant, _parsed(rate))
-
-
-def _parsed(text: str | None) -> ratelimit.Rate | None:
-    return None if text is None else ratelimit.Rate.parse(text)
+                    ratelimit.rate_set(conn, queue, tenant, rate_parsed(rate))
 
 
 # -- live changes ------------------------------------------------------------------

@@ -23,11 +23,9 @@ from fairsched.db.sql import QUERIES
 from fairsched.policy import BasePolicy
 from fairsched.policy.registry import queue_stack
 
-NO_FILTERS = sql.SQL("")
-
 
 def tenants_deactivate_dry(
-    conn: psycopg.Connection, queue: str, *, limit: int, filters: sql.Composable = NO_FILTERS
+    conn: psycopg.Connection, queue: str, *, limit: int, filters: sql.Composable
 ) -> list[str]:
     """Take the lowest-pass active tenants with nothing claimable out of the selection:
     no pending job due that passes the stack's ``filters`` (:func:`~fairsched.engine.composer.stack_filters`).
