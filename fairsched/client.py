@@ -15,6 +15,7 @@ from fairsched.config import rates
 from fairsched.config.sync import queue_declare, queues_declare
 from fairsched.db.connection import Role, connect, make_pool, operation, translate
 from fairsched.db.migrate import migrate
+from fairsched.engine import cancel as cancel_ops
 from fairsched.engine import claim as claim_mod
 from fairsched.engine import claimheads, dead, enqueue, prune, recovery, retry
 from fairsched.engine import lease as lease_ops
@@ -339,6 +340,46 @@ class Client:
         """Resolve a dead job without running it."""
         self._run(lambda c: dead.dead_discard(c, job_id, by=by))
 
+    # -- cancellation ------------------------------------------------------
+
+    def cancel(self, job_id: int, *, by: str = "api") -> cancel_ops.CancelOutcome:
+        """Cancel a job: ``cancelled`` when it had not run yet, ``requested`` when it runs
+        (its handler is asked to stop, and the job ends cancelled unless it succeeds first).
+        :class:`~fairsched.errors.JobFinished` when it already finished: nothing changes."""
+        ids = cancel_ops.check_ids([job_id])
+        return self._run(lambda c: cancel_ops.job_cancel(c, ids[0], by=_by(by)))
+
+    def cancel_many(
+        self,
+        ids: Iterable[int] | None = None,
+        *,
+        queue: str | None = None,
+        tenant: str | None = None,
+        by: str = "api",
+    ) -> cancel_ops.CancelResult:
+        """Cancel jobs by ``ids`` (at most 10,000), or every unfinished job of ``tenant`` on
+        ``queue``; finished and unknown ids are reported, not changed."""
+        who = _by(by)
+        if ids is not None:
+            if queue is not None or tenant is not None:
+                raise InvalidInput("cancel jobs either by ids or by queue and tenant, not both")
+            picked = cancel_ops.check_ids(list(ids))
+            return self._run(lambda c: cancel_ops.jobs_cancel(c, picked, by=who))
+        if queue is None or tenant is None:
+            raise InvalidInput("cancel_many needs ids, or both queue and tenant")
+        enqueue.check_queue_name(queue)
+        enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
+        return self._run(lambda c: cancel_ops.tenant_cancel(c, queue, tenant, by=who))
+
+    def cancel_requested(self, leases: Iterable[Lease]) -> set[int]:
+        """Which of these leases' jobs (one owner's) have a cancel request."""
+        items = list(leases)
+        if not items:
+            return set()
+        return self._run(
+            lambda c: cancel_ops.cancel_requested(c, [lease.id for lease in items], owner=items[0].owner)
+        )
+
     # -- policies ----------------------------------------------------------
 
     def queue_stack(self, queue: str) -> policy.QueueStack:
@@ -390,3 +431,8 @@ class Client:
     def aggregate_skip(self, queue: str, tenant: str, key: str, *, by: str = "api") -> int:
         """Discard a blocked aggregate's dead head and let the next job run; returns the discarded id."""
         return self._run(lambda c: dead.aggregate_skip(c, queue, tenant, key, by=by))
+
+
+def _by(by: str) -> str:
+    """Who made a change, as the audit trail records it."""
+    return enqueue.check_label("by", by, enqueue.MAX_TENANT_CHARS)

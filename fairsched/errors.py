@@ -49,6 +49,10 @@ class JobNotFound(FairschedError, LookupError):
     """No job with that id is in the state the operation needs."""
 
 
+class JobFinished(FairschedError):
+    """The job already finished (succeeded, dead, discarded or cancelled): nothing to change."""
+
+
 class PermanentError(Exception):
     """Raise from a handler when retrying cannot help: the job goes straight to dead."""
 
@@ -63,3 +67,8 @@ class RetryableError(Exception):
 
 class LeaseLost(FairschedError):
     """The job's lease expired or was taken over; the handler should stop."""
+
+
+class JobCancelled(FairschedError):
+    """A cancel was requested for the running job; the handler should stop. Let it
+    propagate: the worker then records the job ``cancelled``."""

@@ -72,6 +72,13 @@ STALE_COMPLETIONS = Counter(
 HEARTBEAT_FAILURES = Counter(
     "fairsched_heartbeat_failures_total", "Heartbeats that found the lease lost.", ["queue"]
 )
+CANCELLATIONS = Counter(
+    "fairsched_cancellations_total",
+    "Cancellations: outcome cancelled (the job had not run), requested (a running job was"
+    " asked to stop; counted where the cancel was made) or stopped (a worker ended a running"
+    " job cancelled).",
+    ["queue", "outcome"],
+)
 CLAIM_SECONDS = Histogram(
     "fairsched_claim_duration_seconds",
     "Duration of one claim statement.",

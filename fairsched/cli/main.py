@@ -4,7 +4,7 @@ every command registered on the root app of :mod:`fairsched.cli.root`, in the or
 
 from __future__ import annotations
 
-from fairsched.cli import aggregate, config, dead, jobs, monitor, policy, prune, run, tenant
+from fairsched.cli import aggregate, config, dead, job, jobs, monitor, policy, prune, run, tenant
 from fairsched.cli.bench import bench
 from fairsched.cli.root import app, plain_help
 
@@ -22,6 +22,7 @@ for command in (
     bench,
 ):
     app.command()(command)
+app.add_typer(job.app, name="job")
 app.add_typer(dead.app, name="dead")
 app.add_typer(config.app, name="config")
 app.add_typer(tenant.app, name="tenant")

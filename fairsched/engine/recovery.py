@@ -35,15 +35,19 @@ class RecoveryResult:
     expired_by_queue: dict[str, int] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
 
+    cancelled: int = 0
+    """Expired leases of jobs with a cancel request: ended cancelled."""
+
     @property
     def total(self) -> int:
-        return self.retried + self.dead
+        return self.retried + self.dead + self.cancelled
 
 
 @dataclass
 class _Tally:
     retried: int = 0
     dead: int = 0
+    cancelled: int = 0
     by_queue: Counter[str] = field(default_factory=Counter)
 
     def add(self, rows: list[tuple[Any, ...]]) -> None:
@@ -51,6 +55,8 @@ class _Tally:
             self.by_queue[queue] += 1
             if status == "dead":
                 self.dead += 1
+            elif status == "cancelled":
+                self.cancelled += 1
             else:
                 self.retried += 1
 
@@ -79,7 +85,7 @@ def recovery_sweep(conn: psycopg.Connection, *, batch: int = 500, max_batches: i
                 _reraise_if_fatal(conn, e)
                 failed[queue] = _recovery_failed(queue, e)
     tenants_wake(conn, batch=batch)
-    return RecoveryResult(tally.retried, tally.dead, dict(tally.by_queue), failed)
+    return RecoveryResult(tally.retried, tally.dead, dict(tally.by_queue), failed, tally.cancelled)
 
 
 def _batches(

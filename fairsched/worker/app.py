@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from fairsched.engine.enqueue import check_queue_name
 from fairsched.engine.lease import Lease
-from fairsched.errors import ConfigError, InvalidInput, LeaseLost
+from fairsched.errors import ConfigError, InvalidInput, JobCancelled, LeaseLost
 
 Handler = Callable[["Job"], Any] | Callable[["Job"], Awaitable[Any]]
 H = TypeVar("H", bound=Handler)
@@ -69,9 +69,25 @@ class Job:
     taken over after expiry) ``lost`` turns true and ``progress`` raises
     :class:`~fairsched.errors.LeaseLost`: the handler should stop, since its
     result will not be recorded.
+
+    When someone cancels the running job (:meth:`fairsched.Client.cancel`) the worker
+    sees it within about a second: ``cancelled`` turns true, ``progress`` raises
+    :class:`~fairsched.errors.JobCancelled` (let it propagate), and an ``async``
+    handler's task is cancelled. The job then ends ``cancelled``; a handler that returns
+    normally anyway completes it.
     """
 
-    __slots__ = ("_beat_value", "_expires_local", "_lock", "_lost", "_progress", "_reported", "lease")
+    __slots__ = (
+        "_beat_value",
+        "_cancelled",
+        "_expires_local",
+        "_lock",
+        "_lost",
+        "_on_cancel",
+        "_progress",
+        "_reported",
+        "lease",
+    )
 
     def __init__(self, lease: Lease, claimed_local: float) -> None:
         self.lease = lease
@@ -80,6 +96,8 @@ class Job:
         self._reported = 0
         self._beat_value: Any = None
         self._lost = False
+        self._cancelled = False
+        self._on_cancel: Callable[[], object] | None = None
         # On the local monotonic clock the lease has surely expired by then:
         # the claim's database now() came before ``claimed_local``.
         self._expires_local = claimed_local + (lease.expires_at - lease.started_at).total_seconds()
@@ -129,11 +147,19 @@ class Job:
         """True once the lease no longer holds (nothing this attempt does will be recorded)."""
         return self._lost or time.monotonic() >= self._expires_local
 
+    @property
+    def cancelled(self) -> bool:
+        """True once a cancel of this job was requested: stop, and let the worker record it."""
+        return self._cancelled
+
     def progress(self, value: Any = None) -> None:
         """Report progress (a JSON value; a counter when omitted), which keeps the lease.
 
-        Raises :class:`LeaseLost` when the lease is already lost.
+        Raises :class:`LeaseLost` when the lease is already lost, :class:`JobCancelled`
+        when a cancel was requested.
         """
+        if self._cancelled:
+            raise JobCancelled(f"job {self.id}: cancelled while it ran; stop working on it")
         if self.lost:
             raise LeaseLost(f"job {self.id}: lease lost (attempt {self.attempt}); stop working on it")
         try:
@@ -168,3 +194,22 @@ class Job:
     def mark_lost(self) -> None:
         """The database said the lease no longer holds."""
         self._lost = True
+
+    def on_cancel(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` (from another thread) when a cancel is requested: how the
+        worker cancels an ``async`` handler's task."""
+        with self._lock:
+            self._on_cancel = callback
+            requested = self._cancelled
+        if requested:
+            callback()
+
+    def mark_cancelled(self) -> None:
+        """The database holds a cancel request for this job."""
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            callback = self._on_cancel
+        if callback is not None:
+            callback()

@@ -155,6 +155,12 @@ class Finisher:
                 with job_scope(job.lease):
                     log.warning("job %d attempt %d failed (%s); lease lost first", job.id, job.attempt, code)
                 continue
+            if result.status == "cancelled":  # a cancel request ended it (see engine.cancel)
+                metrics.RUN_SECONDS.labels(job.queue, "cancelled").observe(outcome.run_seconds)
+                metrics.CANCELLATIONS.labels(job.queue, "stopped").inc()
+                with job_scope(job.lease):
+                    log.info("job %d attempt %d stopped (%s): now cancelled", job.id, job.attempt, code)
+                continue
             metrics.RUN_SECONDS.labels(job.queue, "failed").observe(outcome.run_seconds)
             metrics.FAILURES.labels(job.queue, code).inc()
             if result.status == "dead":

@@ -1,8 +1,10 @@
-"""The heartbeater: renews the leases of running jobs whose reported progress advanced.
+"""The heartbeater: renews the leases of running jobs whose reported progress advanced,
+and passes cancel requests on to them.
 
 One thread per worker walks the running jobs (:class:`~fairsched.worker.runtime.Running`)
 a few times per shortest lease; a renewal the database refuses marks the job's lease
-lost, and an outage is logged and retried at the next beat.
+lost, and an outage is logged and retried at the next beat. Once a second it asks which
+running jobs have a cancel request (one lookup by id) and marks them cancelled.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ log = logging.getLogger(__name__)
 
 IDLE_TICK = 0.25
 """Longest pause of the heartbeat thread (a new job's first renewal is due at lease/3)."""
+CANCEL_POLL_SECONDS = 1.0
+"""How often the running jobs' cancel requests are looked up."""
 
 
 class Heartbeater(Service):
@@ -35,10 +39,14 @@ class Heartbeater(Service):
         self._running = running
 
     def _run(self) -> None:
+        polled = time.monotonic()
         while not self._stop.is_set():
             jobs = self._running.snapshot()
             for job in jobs:
                 self._beat(job)
+            if jobs and time.monotonic() - polled >= CANCEL_POLL_SECONDS:
+                self._cancels(jobs)
+                polled = time.monotonic()
             shortest = min((job.lease.lease_seconds for job in jobs), default=IDLE_TICK * 6)
             self._stop.wait(min(IDLE_TICK, max(0.05, shortest / 6)))
 
@@ -58,3 +66,16 @@ class Heartbeater(Service):
             job.mark_lost()
             with job_scope(job.lease):
                 log.warning("job %d attempt %d: lease lost (heartbeat refused)", job.id, job.attempt)
+
+    def _cancels(self, jobs: list[Job]) -> None:
+        live = [job for job in jobs if not job.cancelled and not job.lost]
+        try:
+            requested = self._client.cancel_requested(job.lease for job in live)
+        except TRANSIENT as e:
+            log.warning("looking up cancel requests failed (%s); retrying", redact(str(e)))
+            return
+        for job in live:
+            if job.id in requested:
+                with job_scope(job.lease):
+                    log.info("job %d attempt %d: cancel requested; stopping it", job.id, job.attempt)
+                job.mark_cancelled()

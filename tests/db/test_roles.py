@@ -132,6 +132,7 @@ def test_producer_enqueues_and_does_nothing_else(
     assert owner.fail(lease, PermanentError("poison"))
     denied(db, lambda: producer.dead_replay(lease.id))
     denied(db, lambda: producer.dead_discard(lease.id))
+    denied(db, lambda: producer.cancel(ids[0]))
     with producer.connection() as conn:
         denied_sql(db, conn, "SELECT payload FROM fairsched.jobs LIMIT 1")
         denied_sql(db, conn, "UPDATE fairsched.tenant_shares SET weight = 1000")
@@ -199,6 +200,8 @@ def test_admin_configures_and_resolves_dead_jobs(
     [lease] = admin.claim("fifo", owner="a")
     assert admin.fail(lease, PermanentError("poison again"))
     admin.dead_discard(job_id)
+    queued = producer.enqueue("fifo", {"n": 2}, tenant="acme")
+    assert admin.cancel(queued, by="admin") == "cancelled"
     row = db.execute("SELECT weight, cap FROM fairsched.tenant_shares WHERE tenant = 'acme'").fetchone()
     assert row == (5.0, 2)
 

@@ -50,7 +50,7 @@ TABLE fairsched.attempt_log
   COLUMN error text
   COLUMN queue_name text
   CONSTRAINT attempt_log_pkey PRIMARY KEY (job_id, lease_token)
-  CONSTRAINT attempts_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'retrying'::text, 'dead'::text, 'expired'::text, 'released'::text])))
+  CONSTRAINT attempts_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'retrying'::text, 'dead'::text, 'expired'::text, 'released'::text, 'cancelled'::text])))
   INDEX CREATE UNIQUE INDEX attempt_log_pkey ON fairsched.attempt_log USING btree (job_id, lease_token)
   INDEX CREATE INDEX attempt_log_retention_idx ON fairsched.attempt_log USING btree (queue_name, finished_at)
   TRIGGER CREATE TRIGGER attempt_log_queue_name BEFORE INSERT ON fairsched.attempt_log FOR EACH ROW EXECUTE FUNCTION fairsched.history_queue_name()
@@ -148,6 +148,7 @@ TABLE fairsched.jobs
   COLUMN aging_key double precision NOT NULL DEFAULT EXTRACT(epoch FROM now())
   COLUMN serial boolean NOT NULL DEFAULT false
   COLUMN share_counted boolean NOT NULL DEFAULT false
+  COLUMN cancel_requested_at timestamp with time zone
   WITH (autovacuum_analyze_scale_factor=0.02, autovacuum_vacuum_cost_delay=0, autovacuum_vacuum_insert_scale_factor=0.05, autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1000, fillfactor=80)
   CONSTRAINT jobs_aggregate_key_check CHECK (((length(aggregate_key) >= 1) AND (length(aggregate_key) <= 256)))
   CONSTRAINT jobs_check CHECK (((aggregate_key IS NULL) = (aggregate_seq IS NULL)))
@@ -155,7 +156,7 @@ TABLE fairsched.jobs
   CONSTRAINT jobs_max_attempts_check CHECK ((max_attempts > 0))
   CONSTRAINT jobs_pkey PRIMARY KEY (id)
   CONSTRAINT jobs_priority_range_check CHECK ((priority > '-2147483648'::integer))
-  CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['waiting'::text, 'pending'::text, 'running'::text, 'succeeded'::text, 'dead'::text, 'discarded'::text])))
+  CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['waiting'::text, 'pending'::text, 'running'::text, 'succeeded'::text, 'dead'::text, 'discarded'::text, 'cancelled'::text])))
   CONSTRAINT jobs_tenant_check CHECK (((length(tenant) >= 1) AND (length(tenant) <= 128)))
   INDEX CREATE UNIQUE INDEX jobs_aggregate_head_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key) WHERE (serial AND (status = ANY (ARRAY['pending'::text, 'running'::text])))
   INDEX CREATE UNIQUE INDEX jobs_aggregate_seq_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key, aggregate_seq) WHERE serial
@@ -164,7 +165,7 @@ TABLE fairsched.jobs
   INDEX CREATE INDEX jobs_claimable_idx ON fairsched.jobs USING btree (queue_name, ((- priority)), available_at, id) INCLUDE (priority) WHERE (status = 'pending'::text)
   INDEX CREATE INDEX jobs_dead_idx ON fairsched.jobs USING btree (queue_name, finished_at) WHERE (status = 'dead'::text)
   INDEX CREATE INDEX jobs_expired_lease_idx ON fairsched.jobs USING btree (lease_expires_at) WHERE (status = 'running'::text)
-  INDEX CREATE INDEX jobs_finished_idx ON fairsched.jobs USING btree (queue_name, finished_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'discarded'::text]))
+  INDEX CREATE INDEX jobs_finished_idx ON fairsched.jobs USING btree (queue_name, finished_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'discarded'::text, 'cancelled'::text]))
   INDEX CREATE UNIQUE INDEX jobs_idempotency_key_idx ON fairsched.jobs USING btree (queue_name, tenant, idempotency_key) WHERE (idempotency_key IS NOT NULL)
   INDEX CREATE UNIQUE INDEX jobs_pkey ON fairsched.jobs USING btree (id)
   INDEX CREATE INDEX jobs_tenant_aging_idx ON fairsched.jobs USING btree (queue_name, tenant, aging_key, id) WHERE (status = 'pending'::text)
@@ -400,19 +401,19 @@ BEGIN
     IF kind = 'finished' THEN
         IF dry_run THEN
             SELECT count(*) INTO removed FROM fairsched.jobs AS j
-             WHERE j.queue_name = queue AND j.status IN ('succeeded', 'discarded')
+             WHERE j.queue_name = queue AND j.status IN ('succeeded', 'discarded', 'cancelled')
                AND j.finished_at < finished_before;
         ELSE
             WITH doomed AS MATERIALIZED (
                 SELECT j.id FROM fairsched.jobs AS j
-                 WHERE j.queue_name = queue AND j.status IN ('succeeded', 'discarded')
+                 WHERE j.queue_name = queue AND j.status IN ('succeeded', 'discarded', 'cancelled')
                    AND j.finished_at < finished_before
                  LIMIT batch
                    FOR UPDATE SKIP LOCKED
             )
             DELETE FROM fairsched.jobs AS j
              USING doomed AS d
-             WHERE j.id = d.id AND j.status IN ('succeeded', 'discarded');
+             WHERE j.id = d.id AND j.status IN ('succeeded', 'discarded', 'cancelled');
             GET DIAGNOSTICS removed = ROW_COUNT;
         END IF;
         RETURN removed;
@@ -447,13 +448,13 @@ BEGIN
          WHERE a.queue_name = queue AND a.finished_at < history_before
            AND NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j
                             WHERE j.id = a.job_id
-                              AND NOT (j.status IN ('succeeded', 'discarded') AND j.finished_at < finished_before)
+                              AND NOT (j.status IN ('succeeded', 'discarded', 'cancelled') AND j.finished_at < finished_before)
                               AND NOT (j.status = 'dead' AND j.finished_at < dead_before));
         SELECT count(*) INTO more FROM fairsched.job_events AS e
          WHERE e.queue_name = queue AND e.at < history_before
            AND NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j
                             WHERE j.id = e.job_id
-                              AND NOT (j.status IN ('succeeded', 'discarded') AND j.finished_at < finished_before)
+                              AND NOT (j.status IN ('succeeded', 'discarded', 'cancelled') AND j.finished_at < finished_before)
                               AND NOT (j.status = 'dead' AND j.finished_at < dead_before));
         RETURN removed + more;
     END IF;
@@ -462,7 +463,7 @@ BEGIN
          WHERE a.queue_name = queue AND a.finished_at < history_before
            AND NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j
                             WHERE j.id = a.job_id
-                              AND NOT (j.status IN ('succeeded', 'discarded') AND j.finished_at < finished_before)
+                              AND NOT (j.status IN ('succeeded', 'discarded', 'cancelled') AND j.finished_at < finished_before)
                               AND NOT (j.status = 'dead' AND j.finished_at < dead_before))
          LIMIT batch
            FOR UPDATE OF a SKIP LOCKED
@@ -477,7 +478,7 @@ BEGIN
              WHERE e.queue_name = queue AND e.at < history_before
                AND NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j
                                 WHERE j.id = e.job_id
-                                  AND NOT (j.status IN ('succeeded', 'discarded') AND j.finished_at < finished_before)
+                                  AND NOT (j.status IN ('succeeded', 'discarded', 'cancelled') AND j.finished_at < finished_before)
                                   AND NOT (j.status = 'dead' AND j.finished_at < dead_before))
              LIMIT batch - removed
                FOR UPDATE OF e SKIP LOCKED

@@ -120,7 +120,7 @@ UPDATE fairsched.aggregates AS a
        updated_at = now()
   FROM fairsched.jobs j, fairsched.queues q
  WHERE j.id = ANY(%(ids)s::bigint[]) AND j.serial
-   AND j.status IN ('succeeded', 'dead', 'discarded')
+   AND j.status IN ('succeeded', 'dead', 'discarded', 'cancelled')
    AND a.queue_name = j.queue_name AND a.tenant = j.tenant AND a.aggregate_key = j.aggregate_key
    AND q.name = j.queue_name
 RETURNING a.queue_name, a.tenant, a.aggregate_key
@@ -143,7 +143,16 @@ WITH input AS (
                           AND j.aggregate_key = a.aggregate_key
                           AND j.status IN ('pending', 'running'))
 ), head AS (
-    SELECT f.*, w.id, w.aggregate_seq
+    -- in_order: the waiting head is the next number, or (strict) every number between
+    -- is a cancelled job: a cancelled number counts as passed.
+    SELECT f.*, w.id, w.aggregate_seq,
+           w.aggregate_seq = f.next_seq
+           OR (f.serial_gap = 'strict' AND w.aggregate_seq - f.next_seq = (
+                SELECT count(*) FROM fairsched.jobs c
+                 WHERE c.serial AND c.queue_name = f.queue_name AND c.tenant = f.tenant
+                   AND c.aggregate_key = f.aggregate_key AND c.status = 'cancelled'
+                   AND c.aggregate_seq >= f.next_seq AND c.aggregate_seq < w.aggregate_seq))
+               AS in_order
       FROM free f
       LEFT JOIN LATERAL (
             SELECT j.id, j.aggregate_seq FROM fairsched.jobs j
@@ -155,12 +164,12 @@ WITH input AS (
        SET status = 'pending'
       FROM head h
      WHERE j.id = h.id AND j.status = 'waiting'
-       AND (h.serial_gap = 'lowest' OR h.aggregate_seq = h.next_seq)
+       AND (h.serial_gap = 'lowest' OR h.in_order)
     RETURNING j.id, j.queue_name, j.tenant, j.available_at
 ), gaps AS (
     UPDATE fairsched.aggregates AS a
        SET gap_since = CASE WHEN h.id IS NOT NULL AND h.serial_gap = 'strict'
-                                 AND h.aggregate_seq <> h.next_seq
+                                 AND NOT h.in_order
                             THEN coalesce(a.gap_since, now()) END
       FROM head h
      WHERE a.queue_name = h.queue_name AND a.tenant = h.tenant AND a.aggregate_key = h.aggregate_key

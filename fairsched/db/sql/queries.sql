@@ -194,7 +194,8 @@ SELECT d.id FROM done AS d LEFT JOIN shares ON true
 -- name: leases_fail
 -- Record failed attempts of one owner in one statement (arrays of id, token, kind,
 -- code, error), as lease_fail does for one; returns the ids that held, with where
--- each job went. Rows are looked up by id (see lease_renew); each row's token, kind,
+-- each job went: cancelled when a cancel was requested (005_cancel.sql), else dead
+-- (permanent or exhausted) or pending after backoff. Rows are looked up by id (see lease_renew); each row's token, kind,
 -- code and error are found by its id's position.
 WITH target AS (
     SELECT j.id, (%(codes)s::text[])[p.n] AS code, (%(errors)s::text[])[p.n] AS error,
@@ -202,6 +203,7 @@ WITH target AS (
             OR j.attempt_count >= CASE WHEN (%(kinds)s::text[])[p.n] = 'unknown'
                                        THEN least(j.max_attempts, q.unknown_max_attempts)
                                        ELSE j.max_attempts END) AS exhausted,
+           j.cancel_requested_at IS NOT NULL AS cancelling,
            random() * least(q.backoff_max_seconds,
                             q.backoff_base_seconds * power(2, least(j.attempt_count - 1, 60)))
                AS delay
@@ -217,10 +219,11 @@ WITH target AS (
        FOR UPDATE OF j
 ), moved AS (
     UPDATE fairsched.jobs AS j
-       SET status = CASE WHEN t.exhausted THEN 'dead' ELSE 'pending' END,
-           available_at = CASE WHEN t.exhausted THEN j.available_at
+       SET status = CASE WHEN t.cancelling THEN 'cancelled' WHEN t.exhausted THEN 'dead'
+                         ELSE 'pending' END,
+           available_at = CASE WHEN t.exhausted OR t.cancelling THEN j.available_at
                                ELSE now() + make_interval(secs => t.delay) END,
-           finished_at = CASE WHEN t.exhausted THEN now() END,
+           finished_at = CASE WHEN t.exhausted OR t.cancelling THEN now() END,
            lease_expires_at = NULL,
            last_error_code = t.code,
            last_error = t.error
@@ -232,7 +235,7 @@ WITH target AS (
     INSERT INTO fairsched.attempt_log (job_id, attempt, lease_token, lease_owner, claimed_at,
                                     outcome, error_code, error)
     SELECT id, attempt_count, lease_token, lease_owner, started_at,
-           CASE status WHEN 'dead' THEN 'dead' ELSE 'retrying' END, code, error
+           CASE WHEN status IN ('dead', 'cancelled') THEN status ELSE 'retrying' END, code, error
       FROM moved
 ), stale AS (
     INSERT INTO fairsched.job_events (job_id, kind, detail)
@@ -245,10 +248,13 @@ WITH target AS (
 SELECT id, status, available_at FROM moved
 
 -- name: lease_release
--- Give a held lease back unfinished (shutdown): pending now, the attempt not counted.
+-- Give a held lease back unfinished (shutdown): pending now, the attempt not counted;
+-- cancelled instead when a cancel was requested.
 WITH moved AS (
     UPDATE fairsched.jobs AS j
-       SET status = 'pending', available_at = now(), lease_expires_at = NULL,
+       SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+           finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
+           available_at = now(), lease_expires_at = NULL,
            attempt_count = j.attempt_count - 1
      WHERE j.id = %(id)s
        AND (j.status = 'running') IS TRUE
@@ -269,8 +275,8 @@ SELECT id FROM moved
 
 -- name: recovery_sweep
 -- Move a bounded batch of expired leases (of every queue, or of queue %(queue)s) back to
--- pending (with backoff) or to dead when attempts are exhausted. Safe to run from many
--- processes at once.
+-- pending (with backoff), to dead when attempts are exhausted, or to cancelled when a
+-- cancel was requested. Safe to run from many processes at once.
 WITH expired AS MATERIALIZED (
     SELECT id, lease_owner, lease_token
       FROM fairsched.jobs
@@ -281,12 +287,15 @@ WITH expired AS MATERIALIZED (
        FOR UPDATE SKIP LOCKED
 ), moved AS (
     UPDATE fairsched.jobs AS j
-       SET status = CASE WHEN j.attempt_count >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-           available_at = CASE WHEN j.attempt_count >= j.max_attempts THEN j.available_at
+       SET status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                         WHEN j.attempt_count >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+           available_at = CASE WHEN j.attempt_count >= j.max_attempts
+                                 OR j.cancel_requested_at IS NOT NULL THEN j.available_at
                ELSE now() + make_interval(secs => random() * least(q.backoff_max_seconds,
                         q.backoff_base_seconds * power(2, least(j.attempt_count - 1, 60))))
                END,
-           finished_at = CASE WHEN j.attempt_count >= j.max_attempts THEN now() END,
+           finished_at = CASE WHEN j.attempt_count >= j.max_attempts
+                                OR j.cancel_requested_at IS NOT NULL THEN now() END,
            last_error_code = CASE
                WHEN now() >= j.started_at + make_interval(secs => q.max_runtime_seconds)
                THEN 'max_runtime_exceeded' ELSE 'lease_expired' END,
@@ -453,3 +462,62 @@ SELECT count(*) FROM fairsched.job_events WHERE kind = 'stale_completion_rejecte
 SELECT count(*)
   FROM pg_stat_activity
  WHERE datname = current_database() AND application_name = %(application_name)s
+
+-- name: jobs_cancel
+-- Cancel jobs by id (locked in id order): pending and waiting ones at once, running
+-- ones by a request their worker sees at its next heartbeat (a second request of the
+-- same job changes nothing). Returns each job found with what became of it (cancelled,
+-- requested, or finished: it had already finished), its status before, and its queue.
+WITH target AS MATERIALIZED (
+    SELECT j.id, j.queue_name, j.status, j.cancel_requested_at
+      FROM fairsched.jobs AS j
+     WHERE j.id = ANY (ARRAY(SELECT unnest(%(ids)s::bigint[])))
+     ORDER BY j.id
+       FOR UPDATE
+), cancelled AS (
+    UPDATE fairsched.jobs AS j
+       SET status = 'cancelled', finished_at = now(), cancel_requested_at = now()
+      FROM target AS t
+     WHERE j.id = t.id AND t.status IN ('pending', 'waiting')
+    RETURNING j.id
+), requested AS (
+    UPDATE fairsched.jobs AS j
+       SET cancel_requested_at = now()
+      FROM target AS t
+     WHERE j.id = t.id AND t.status = 'running' AND t.cancel_requested_at IS NULL
+    RETURNING j.id
+), events AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT id, 'cancelled', jsonb_build_object('by', %(by)s::text) FROM cancelled
+    UNION ALL
+    SELECT id, 'cancel_requested', jsonb_build_object('by', %(by)s::text) FROM requested
+)
+SELECT t.id, CASE WHEN t.status IN ('pending', 'waiting') THEN 'cancelled'
+                  WHEN t.status = 'running' THEN 'requested'
+                  ELSE 'finished' END,
+       t.status, t.queue_name
+  FROM target AS t
+
+-- name: jobs_cancel_pick
+-- Up to %(batch)s jobs of a tenant on a queue that a cancel still changes: pending,
+-- waiting, and running without a request yet (each through its own partial index).
+(SELECT j.id FROM fairsched.jobs AS j
+  WHERE j.status = 'pending' AND j.queue_name = %(queue)s AND j.tenant = %(tenant)s
+  LIMIT %(batch)s)
+UNION ALL
+(SELECT j.id FROM fairsched.jobs AS j
+  WHERE j.status = 'waiting' AND j.queue_name = %(queue)s AND j.tenant = %(tenant)s
+  LIMIT %(batch)s)
+UNION ALL
+(SELECT j.id FROM fairsched.jobs AS j
+  WHERE j.status = 'running' AND j.queue_name = %(queue)s AND j.tenant = %(tenant)s
+    AND j.cancel_requested_at IS NULL
+  LIMIT %(batch)s)
+LIMIT %(batch)s
+
+-- name: jobs_cancel_requested
+-- Which of these running jobs, held by this owner, have a cancel request.
+SELECT j.id FROM fairsched.jobs AS j
+ WHERE j.id = ANY (ARRAY(SELECT unnest(%(ids)s::bigint[])))
+   AND j.status = 'running' AND j.lease_owner = %(owner)s
+   AND j.cancel_requested_at IS NOT NULL
