@@ -240,10 +240,10 @@ class QueueRunner:
         error: BaseException | None = None
         try:
             with job_scope(job.lease):  # this task's own context: only its job's logs
-                handler = asyncio.ensure_future(self._handler(job))
-                loop = asyncio.get_running_loop()
-                job.on_cancel(lambda: loop.call_soon_threadsafe(handler.cancel))  # a cancel request
-                await handler
+                task, loop = asyncio.current_task(), asyncio.get_running_loop()
+                if task is not None:  # a cancel request cancels this task, inside the try
+                    job.on_cancel(lambda: loop.call_soon_threadsafe(task.cancel))
+                await self._handler(job)
         except BaseException as e:
             error = e
         self._finished(job, error, time.monotonic() - start)
