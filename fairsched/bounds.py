@@ -70,6 +70,12 @@ PAYLOAD_MAX_DEPTH = 100
 """Lists and objects nested in a payload, at most."""
 PAYLOAD_MAX_INT_DIGITS = 500
 """Digits of an integer in a payload, at most."""
+PARAMS_MAX = 64
+"""Entries of a queue's ``policy_params``, at most."""
+PARAM_MAX_CHARS = 1000
+"""Characters of a ``policy_params`` key (at most 63) or text value, at most."""
+PARAM_INT_MAX = 2**53
+"""Largest integer ``policy_params`` value (either sign): one a JSON reader reads exactly."""
 
 
 def shown(value: float) -> str:
@@ -101,3 +107,24 @@ def number_checked(name: str, value: Any, low: float, high: float, *, above: boo
         opening = "(" if above else "["
         raise InvalidInput(f"{name} must be a number in {opening}{shown(low)}, {shown(high)}], got {value!r}")
     return number
+
+
+def params_problems(params: dict[Any, Any]) -> list[str]:
+    """What is out of range in a queue's ``policy_params`` (empty: nothing).
+
+    >>> params_problems({"factor": float("inf"), "n": 2**60, "ok": "yes"})
+    ['factor: give a finite number', 'n: give an integer within ±2^53']
+    """
+    if len(params) > PARAMS_MAX:
+        return [f"at most {PARAMS_MAX} parameters, got {len(params)}"]
+    problems = []
+    for key, value in params.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= 63:
+            problems.append(f"{str(key)[:40]!r}: a parameter name has 1 to 63 characters")
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{key}: give a finite number")
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > PARAM_INT_MAX:
+            problems.append(f"{key}: give an integer within ±2^53")
+        elif isinstance(value, str) and len(value) > PARAM_MAX_CHARS:
+            problems.append(f"{key}: text of at most {PARAM_MAX_CHARS} characters")
+    return problems

@@ -6,7 +6,6 @@ Nothing is read at import time; call :func:`load_settings` when settings are nee
 from __future__ import annotations
 
 import json
-import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -182,14 +181,10 @@ class QueueSettings(BaseModel):
 
     @field_validator("policy_params", mode="before")
     @classmethod
-    def _finite_params(cls, value: Any) -> Any:
-        """A parameter is stored as JSON, which has no infinity or NaN."""
-        if isinstance(value, dict):
-            bad = [k for k, v in value.items() if isinstance(v, float) and not math.isfinite(v)]
-            if bad:
-                raise PydanticCustomError(
-                    "finite_number", "{keys}: give finite numbers", {"keys": ", ".join(map(str, bad))}
-                )
+    def _bounded_params(cls, value: Any) -> Any:
+        """Parameters are stored as JSON: finite numbers, exact integers, bounded text."""
+        if isinstance(value, dict) and (problems := bounds.params_problems(value)):
+            raise PydanticCustomError("params", "{problems}", {"problems": "; ".join(problems)})
         return value
 
     @model_validator(mode="after")
@@ -372,7 +367,7 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
         raise ConfigError(f"{where}: {e}") from None
 
 
-_INPUT_NOT_SHOWN = {"missing", "rate", "rate_without_ratelimit"}
+_INPUT_NOT_SHOWN = {"missing", "params", "rate", "rate_without_ratelimit"}
 """Errors whose message already says what was given (or there was nothing)."""
 
 

@@ -17,7 +17,7 @@ def status(config: str | None = ConfigOption, as_json: bool = JsonOption) -> Non
 
     settings = load_settings(config)
     with open_client(None, settings) as client, client.connection() as conn:
-        report = status_mod.read_status(conn, settings, ExporterSettings())
+        report = status_mod.read_status(conn, settings, ExporterSettings.load())
     if as_json:
         print_json(report.as_dict())
     else:
@@ -43,7 +43,7 @@ def top(
     from fairsched.observe.snapshot import ExporterSettings
 
     settings = load_settings(config)
-    limits = ExporterSettings()
+    limits = ExporterSettings.load()
     remaining = 1 if once else iterations
     out = console()
     with open_client(None, settings) as client, client.connection() as conn:

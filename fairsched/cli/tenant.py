@@ -77,7 +77,7 @@ def tenant_show(
     with open_client(config) as client, client.connection() as conn:
         stored = configsync.queue_settings(conn, queue)
         share = tenant_share(conn, queue, tenant) or {}
-        jobs = tenant_jobs(conn, queue, tenant, ExporterSettings())
+        jobs = tenant_jobs(conn, queue, tenant, ExporterSettings.load())
         rate = rates.tenant_rate(conn, stored, queue, tenant)
     shown: dict[str, Any] = {
         "queue": queue,

@@ -231,7 +231,7 @@ def serve(
 ) -> None:
     """Serve ``/metrics`` on ``host:port`` until SIGTERM or SIGINT, then stop cleanly.
     ``on_listening`` gets the page's URL once the port is bound (port 0: the one chosen)."""
-    limits = ExporterSettings()
+    limits = ExporterSettings.load()
     collector = ClusterCollector(dsn, settings, limits)
     stop = threading.Event()
 

@@ -21,13 +21,15 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fairsched import bounds
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
+from fairsched.errors import ConfigError
 from fairsched.metrics import OTHER_TENANT
-from fairsched.settings import Settings
+from fairsched.settings import Settings, describe_validation_error
 
 
 class ExporterSettings(BaseSettings):
@@ -36,14 +38,26 @@ class ExporterSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FAIRSCHED_EXPORTER__", extra="ignore")
 
     top_tenants: int = Field(20, ge=0, le=1000, description="tenants per queue with series of their own")
-    starving_after_seconds: float = Field(60.0, gt=0, description="claimable this long = starving")
-    near_expiry_seconds: float = Field(5.0, gt=0, description="a lease expiring this soon is near expiry")
-    count_limit: int = Field(10_000, gt=0, description="counts stop here (per priority level)")
+    starving_after_seconds: float = Field(
+        60.0, gt=0, le=bounds.AGING_INTERVAL_MAX_SECONDS, description="claimable this long = starving"
+    )
+    near_expiry_seconds: float = Field(
+        5.0, gt=0, le=bounds.LEASE_MAX_SECONDS, description="a lease expiring this soon is near expiry"
+    )
+    count_limit: int = Field(10_000, gt=0, le=10_000_000, description="counts stop here (per priority level)")
     max_tenant_levels: int = Field(
         50_000, gt=0, le=1_000_000, description="(tenant, priority level) pairs walked per queue"
     )
     max_priority_levels: int = Field(100, gt=0, le=10_000, description="priority levels walked per queue")
-    statement_timeout_seconds: float = Field(5.0, gt=0)
+    statement_timeout_seconds: float = Field(5.0, gt=0, le=bounds.PROCESS_INTERVAL_MAX_SECONDS)
+
+    @classmethod
+    def load(cls) -> ExporterSettings:
+        """The limits from the environment; :class:`ConfigError` naming every bad variable."""
+        try:
+            return cls()
+        except ValidationError as e:
+            raise ConfigError(f"FAIRSCHED_EXPORTER__* variables: {describe_validation_error(e)}") from None
 
 
 @dataclass

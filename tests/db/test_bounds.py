@@ -113,7 +113,13 @@ def test_a_weight_is_accepted_exactly_within_its_range(value: float, tmp_path: P
         ("[queues.q]\nmax_attempts = 1001\n", "queues.q.max_attempts"),
         ("[tenants.acme]\ncap = 1000001\n", "tenants.acme.cap"),
         ("[queues.q.tenants.acme]\nweight = 1e-320\n", "queues.q.tenants.acme.weight"),
-        ("[queues.q]\npolicy_params = { factor = inf }\n", "queues.q.policy_params: factor"),
+        ("[queues.q]\npolicy_params = { factor = inf }\n", "queues.q.policy_params: factor: give a finite"),
+        ("[queues.q]\npolicy_params = { n = 9007199254740993 }\n", "queues.q.policy_params: n: give an integer"),
+        (f"[queues.q]\npolicy_params = {{ s = '{'x' * 1001}' }}\n", "queues.q.policy_params: s: text of at most"),
+        (
+            "[queues.q]\npolicy_params = { " + ", ".join(f"k{i} = 1" for i in range(65)) + " }\n",
+            "queues.q.policy_params: at most 64 parameters, got 65",
+        ),
         ("poll_interval_seconds = inf\n", "poll_interval_seconds"),
         ("recovery_interval_seconds = 1e300\n", "recovery_interval_seconds"),
         ("head_refresh_seconds = nan\n", "head_refresh_seconds"),
@@ -355,3 +361,21 @@ def test_the_migration_brings_what_earlier_code_wrote_into_range(empty_db: str, 
         for _ in range(10):
             claimed.update(lease.tenant for lease in client.claim("a", owner="w", limit=10))
         assert claimed == {"tiny": 3, "normal": 3}
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("STARVING_AFTER_SECONDS", "inf"),
+        ("NEAR_EXPIRY_SECONDS", "1e300"),
+        ("COUNT_LIMIT", "100000000000"),
+        ("STATEMENT_TIMEOUT_SECONDS", "nan"),
+    ],
+)
+def test_exporter_limits_are_bounded_and_refused_in_one_line(
+    fresh_db: str, variable: str, value: str
+) -> None:
+    result = cli(fresh_db, "status", **{f"FAIRSCHED_EXPORTER__{variable}": value})
+    assert result.exit_code == 1, result.output
+    line = one_error_line(result)
+    assert line.startswith("error: FAIRSCHED_EXPORTER__* variables: " + variable.lower()), line
