@@ -2,7 +2,8 @@
 
 ``cancel_sync`` reports progress every 20 ms and lets :class:`JobCancelled` through;
 ``cancel_async`` awaits a long sleep (its task is cancelled); ``cancel_ignore`` checks
-``job.cancelled`` and returns normally, completing the job.
+``job.cancelled`` and returns normally, completing the job; ``cancel_race`` works
+``payload["ms"]`` milliseconds in steps, then reports its last progress and returns.
 """
 
 from __future__ import annotations
@@ -40,3 +41,13 @@ def run_ignoring(job: Job) -> None:
     deadline = time.monotonic() + LONG
     while time.monotonic() < deadline and not job.cancelled:
         time.sleep(0.02)
+
+
+@app.handler("cancel_race")
+def run_briefly(job: Job) -> None:
+    """A short job: steps of 5 ms with progress, then done."""
+    payload = job.payload if isinstance(job.payload, dict) else {}
+    for step in range(int(payload.get("ms", 50)) // 5):
+        job.progress(step)
+        time.sleep(0.005)
+    job.progress("done")

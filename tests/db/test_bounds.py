@@ -114,8 +114,14 @@ def test_a_weight_is_accepted_exactly_within_its_range(value: float, tmp_path: P
         ("[tenants.acme]\ncap = 1000001\n", "tenants.acme.cap"),
         ("[queues.q.tenants.acme]\nweight = 1e-320\n", "queues.q.tenants.acme.weight"),
         ("[queues.q]\npolicy_params = { factor = inf }\n", "queues.q.policy_params: factor: give a finite"),
-        ("[queues.q]\npolicy_params = { n = 9007199254740993 }\n", "queues.q.policy_params: n: give an integer"),
-        (f"[queues.q]\npolicy_params = {{ s = '{'x' * 1001}' }}\n", "queues.q.policy_params: s: text of at most"),
+        (
+            "[queues.q]\npolicy_params = { n = 9007199254740993 }\n",
+            "queues.q.policy_params: n: give an integer",
+        ),
+        (
+            f"[queues.q]\npolicy_params = {{ s = '{'x' * 1001}' }}\n",
+            "queues.q.policy_params: s: text of at most",
+        ),
         (
             "[queues.q]\npolicy_params = { " + ", ".join(f"k{i} = 1" for i in range(65)) + " }\n",
             "queues.q.policy_params: at most 64 parameters, got 65",

@@ -4,6 +4,8 @@ a handler that returns anyway completes, and a serial aggregate moves on after a
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +16,10 @@ from worker_support import Workers, job_row, running_workers, wait_for
 from fairsched import Client, QueueSettings
 from fairsched.engine.cancel import CancelOutcome
 from fairsched.engine.enqueue import JobSpec
+from fairsched.errors import JobFinished
 
 APP = "apps.cancel:app"
-QUEUES = ("cancel_sync", "cancel_async", "cancel_ignore")
+QUEUES = ("cancel_sync", "cancel_async", "cancel_ignore", "cancel_race")
 
 
 @pytest.fixture
@@ -87,3 +90,41 @@ def test_cancelling_a_running_serial_head_lets_the_next_one_run(
         wait_for(lambda: _status(db, ids[0]) == "cancelled", "the head ends cancelled", timeout=15)
         wait_for(lambda: _status(db, ids[2]) == "running", "seq 3 runs next")
         assert _status(db, ids[1]) == "cancelled"
+
+
+def test_cancels_racing_completions_end_each_job_exactly_one_way(
+    queues: Client, workers: Workers, db: psycopg.Connection
+) -> None:
+    """Jobs of 0.9 s, each cancelled at a random moment from its start to just after its
+    end (workers see requests once a second): every job ends either succeeded (its
+    completion came first; a later cancel is refused as finished) or cancelled (stopped),
+    and its one attempt record says the same."""
+    workers.start({"cancel_race": 4})
+    rng = random.Random(11)
+    ids = queues.enqueue_many("cancel_race", [JobSpec({"ms": 900}, "t") for _ in range(20)])
+    offsets = {job_id: rng.uniform(0, 1.1) for job_id in ids}
+    started: dict[int, float] = {}
+    answers: dict[int, str] = {}
+    deadline = time.monotonic() + 60
+    while len(answers) < len(ids) and time.monotonic() < deadline:
+        rows = db.execute("SELECT id, status FROM fairsched.jobs WHERE id = ANY(%s)", [ids]).fetchall()
+        now = time.monotonic()
+        for job_id, status in rows:
+            if status != "pending":
+                started.setdefault(job_id, now)
+            if job_id in started and job_id not in answers and now >= started[job_id] + offsets[job_id]:
+                try:
+                    answers[job_id] = queues.cancel(job_id)
+                except JobFinished:
+                    answers[job_id] = "finished"
+        time.sleep(0.01)
+    wait_for(lambda: not ({_status(db, job_id) for job_id in ids} & {"pending", "running"}), "all ended")
+    for job_id in ids:
+        status = _status(db, job_id)
+        assert status in ("succeeded", "cancelled"), (job_id, status)
+        assert _outcomes(db, job_id) == [status], job_id
+        if answers[job_id] == "finished":
+            assert status == "succeeded"
+    assert {_status(db, job_id) for job_id in ids} == {"succeeded", "cancelled"}, "both outcomes seen"
+    with pytest.raises(JobFinished, match="already finished"):
+        queues.cancel(ids[0])
