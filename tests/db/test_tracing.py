@@ -2,7 +2,7 @@
 attempt of it, read from the SDK's in-memory exporter. The jobs run on the real claim,
 run and settle path: ``fairsched.testing.drain`` claims with the client, runs each handler
 as a worker slot does and records the attempt with the finisher's statements (real
-worker processes: ``tests/processes/test_tracing.py``)."""
+worker processes: ``tests/processes/test_tracing_workers.py``)."""
 
 from __future__ import annotations
 
