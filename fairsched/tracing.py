@@ -3,8 +3,9 @@
 With the ``otel`` extra installed (``opentelemetry-api``) every operation is wrapped in a
 span of the application's tracer provider; without it each helper here is a no-op and
 nothing of OpenTelemetry is imported (the import is tried once, at the first operation).
-Without an SDK configured the API's tracer is a no-op too: nothing is emitted, and the
-per-job claim and settle spans are not even built.
+Without an SDK configured nothing is emitted, and nothing is built either unless a trace
+came from elsewhere (a propagated context, or one a job stored): that one is carried on,
+through the enqueue span into the job and from the job into its handler.
 
 The trace context travels with the job: :func:`carrier` is what enqueue stores (the
 enqueue span's context, as the application's propagators inject it), a claim returns it
@@ -76,6 +77,11 @@ def _recording(otel: _Otel) -> bool:
     return not isinstance(provider, otel.api.ProxyTracerProvider | otel.api.NoOpTracerProvider)
 
 
+def _in_trace(otel: _Otel) -> bool:
+    """Whether a span context is active (without an SDK: one that came from elsewhere)."""
+    return bool(otel.api.get_current_span().get_span_context().is_valid)
+
+
 def _attributes(operation: str, queue: str, **more: object) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "messaging.system": "fairsched",
@@ -126,7 +132,7 @@ def enqueue_span(queue: str, tenants: Sequence[object]) -> Iterator[Callable[[Se
     """Around an enqueue of jobs for ``tenants`` on ``queue`` (one span for the batch; its
     context is what the jobs store): call the yielded function with the ids enqueued."""
     otel = _otel()
-    if otel is None:
+    if otel is None or not (_recording(otel) or _in_trace(otel)):
         yield _ignore
         return
     distinct = {tenant for tenant in tenants if isinstance(tenant, str)}  # not validated yet
@@ -158,7 +164,7 @@ def carrier() -> dict[str, str] | None:
     to store; ``None`` when no span context is active (or OpenTelemetry is absent).
     Bounded by :data:`TRACE_CONTEXT_MAX_BYTES`."""
     otel = _otel()
-    if otel is None or not otel.api.get_current_span().get_span_context().is_valid:
+    if otel is None or not _in_trace(otel):
         return None
     fields: dict[str, str] = {}
     otel.propagate.inject(fields)
@@ -214,7 +220,7 @@ def run_span(lease: Lease) -> Iterator[None]:
     in the job's stored context (its baggage too), so what the handler traces or enqueues
     joins the job's trace; failed when the handler raises."""
     otel = _otel()
-    if otel is None:
+    if otel is None or (lease.trace_context is None and not _recording(otel)):
         yield
         return
     parent = _parent(otel, lease)
