@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from psycopg.conninfo import make_conninfo
 from tracing_support import Recorded, named, recorded
 
 from fairsched import App, Client, Job, JobSpec, RetryableError, UnknownQueue
@@ -103,6 +104,28 @@ def test_one_trace_runs_from_the_request_through_the_job(
     assert complete.attributes["fairsched.job.status"] == "succeeded"
     assert claim.start_ns <= claim.end_ns <= run.start_ns <= run.end_ns <= complete.start_ns
     assert SECRET not in ours(got)
+
+
+def test_the_producer_and_worker_roles_carry_the_trace(
+    client: Client, fresh_db: str, spans: InMemorySpanExporter
+) -> None:
+    """The producer writes the context with its jobs, the worker reads it with its leases."""
+    with (
+        Client(make_conninfo(fresh_db, options="-c role=fairsched_producer"), pool_size=2) as producer,
+        Client(make_conninfo(fresh_db, options="-c role=fairsched_worker"), pool_size=2) as worker,
+    ):
+        with tracer.start_as_current_span("POST /orders") as request:
+            producer.enqueue("q", {}, tenant="acme")
+        [outcome] = drain(worker, app, "q")
+    assert outcome.status == RunStatus.SUCCEEDED
+    got = recorded(spans)
+    assert {span.trace_id for span in got} == {request.get_span_context().trace_id}
+    enqueue = only(got, "enqueue q")
+    assert [span.name for span in got if span.parent_id == enqueue.span_id] == [
+        "claim q",
+        "run q",
+        "complete q",
+    ]
 
 
 def test_every_attempt_joins_the_trace_and_a_failure_names_its_class_not_its_text(
