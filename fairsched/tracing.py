@@ -82,7 +82,8 @@ def _in_trace(otel: _Otel) -> bool:
     return bool(otel.api.get_current_span().get_span_context().is_valid)
 
 
-def _attributes(operation: str, queue: str, **more: object) -> dict[str, Any]:
+def _attributes(operation: str, queue: str, more: Mapping[str, object]) -> dict[str, Any]:
+    """An operation's attributes, with those of ``more`` that are not ``None``."""
     attributes: dict[str, Any] = {
         "messaging.system": "fairsched",
         "messaging.operation.name": operation,
@@ -94,16 +95,13 @@ def _attributes(operation: str, queue: str, **more: object) -> dict[str, Any]:
 
 
 def _lease_attributes(operation: str, lease: Lease) -> dict[str, Any]:
-    return _attributes(
-        operation,
-        lease.queue,
-        **{
-            "messaging.message.id": str(lease.id),
-            "messaging.client.id": lease.owner,
-            "fairsched.tenant": lease.tenant,
-            "fairsched.job.attempt": lease.attempt,
-        },
-    )
+    more = {
+        "messaging.message.id": str(lease.id),
+        "messaging.client.id": lease.owner,
+        "fairsched.tenant": lease.tenant,
+        "fairsched.job.attempt": lease.attempt,
+    }
+    return _attributes(operation, lease.queue, more)
 
 
 def _failed(otel: _Otel, span: Span, error: BaseException | str) -> None:
@@ -143,7 +141,7 @@ def enqueue_span(queue: str, tenants: Sequence[object]) -> Iterator[Callable[[Se
     with otel.tracer.start_as_current_span(
         f"enqueue {queue}",
         kind=otel.api.SpanKind.PRODUCER,
-        attributes=_attributes("enqueue", queue, **more),
+        attributes=_attributes("enqueue", queue, more),
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
