@@ -17,6 +17,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util._once import Once
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,8 @@ def named(spans: Sequence[Recorded], name: str) -> list[Recorded]:
 
 
 class _Listened(SimpleSpanProcessor):
-    """Exports ended spans to its exporter only while a test listens: the provider is set
-    once per process, and the tests after a tracing test must not fill its memory."""
+    """Exports ended spans to its exporter only while a test listens (tracers obtained
+    earlier keep the provider they found: their spans must not fill its memory)."""
 
     def __init__(self, exporter: InMemorySpanExporter) -> None:
         super().__init__(exporter)
@@ -78,31 +79,36 @@ class _Listened(SimpleSpanProcessor):
             super().on_end(span)
 
 
-_PROCESSOR: _Listened | None = None
-_LOCK = threading.Lock()
+_EXPORTER = InMemorySpanExporter()
+_PROCESSOR = _Listened(_EXPORTER)
+_PROVIDER = TracerProvider()
+_PROVIDER.add_span_processor(_PROCESSOR)
+
+
+def _unset_tracer_provider() -> None:
+    """Back to no global tracer provider, as at the start of a process: what
+    opentelemetry-test-utils' ``reset_trace_globals`` does (the API sets a provider once
+    per process and offers no way back). The tests after a tracing test then run without
+    an SDK, as the rest of the suite does."""
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
 
 
 @contextmanager
 def listening() -> Iterator[InMemorySpanExporter]:
-    """The spans this process ends within the block (an SDK tracer provider, set as the
-    global one on first use)."""
-    global _PROCESSOR
-    with _LOCK:
-        if _PROCESSOR is None:
-            _PROCESSOR = _Listened(InMemorySpanExporter())
-            provider = TracerProvider()
-            provider.add_span_processor(_PROCESSOR)
-            trace.set_tracer_provider(provider)
-            assert trace.get_tracer_provider() is provider, "another tracer provider was set first"
-    exporter = _PROCESSOR.span_exporter
-    assert isinstance(exporter, InMemorySpanExporter)
-    exporter.clear()
+    """The spans this process ends within the block: an SDK tracer provider is the global
+    one for the block's duration (the same provider each time, since tracers obtained
+    while it was set keep it)."""
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider), "a tracer provider is set"
+    trace.set_tracer_provider(_PROVIDER)
+    _EXPORTER.clear()
     _PROCESSOR.on = True
     try:
-        yield exporter
+        yield _EXPORTER
     finally:
         _PROCESSOR.on = False
-        exporter.clear()
+        _EXPORTER.clear()
+        _unset_tracer_provider()
 
 
 class JsonLinesExporter(SpanExporter):

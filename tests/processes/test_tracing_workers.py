@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from apps.without_otel import REMOTE
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from tracing_support import Recorded, named, read_spans, recorded
@@ -75,7 +76,9 @@ def test_a_worker_without_opentelemetry_imports_none_of_it(
 ) -> None:
     """``absent``: every ``opentelemetry`` module unimportable, as without the extra; ``api``:
     the API importable, no SDK configured. The process enqueues (outside any span) and
-    runs a sync and an async job through the worker's claim, run and finish."""
+    runs a sync and an async job through the worker's claim, run and finish. With the API,
+    a trace that came from elsewhere is still carried on: into the job enqueued in it, and
+    from its run into the follow-up job its handler enqueues."""
     for queue in ("plain", "plain_async"):
         client.declare_queue(queue, FAST)
     report = tmp_path / "report.json"
@@ -85,14 +88,17 @@ def test_a_worker_without_opentelemetry_imports_none_of_it(
             settings={"WITHOUT_OTEL_MODE": mode, "WITHOUT_OTEL_REPORT": str(report)},
             command=(sys.executable, "-m", "apps.without_otel"),
         )
-        wait_for(lambda: statuses(db).get("succeeded") == 2, "both jobs succeeded")
+        jobs = 2 if mode == "absent" else 4
+        wait_for(lambda: statuses(db).get("succeeded") == jobs, f"{jobs} jobs succeeded")
         assert worker.stop() == 0
 
     imported = json.loads(report.read_text())
-    stored = db.execute("SELECT trace_context FROM fairsched.jobs").fetchall()
-    assert stored == [(None,), (None,)]
+    stored = db.execute("SELECT trace_context FROM fairsched.jobs ORDER BY id").fetchall()
     if mode == "absent":
+        assert stored == [(None,), (None,)]
         assert imported["loaded"] == []
         assert "opentelemetry" in imported["tried"]  # fairsched did look for it
     else:
+        remote = {"traceparent": REMOTE}
+        assert stored == [(None,), (None,), (remote,), (remote,)]
         assert imported["loaded"] and not [m for m in imported["loaded"] if m.startswith("opentelemetry.sdk")]
