@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from fairsched import bounds
+from fairsched import bounds, tracing
 from fairsched.config import rates
 from fairsched.config.sync import queue_declare, queues_declare
 from fairsched.db.connection import Role, connect, make_pool, operation, translate
@@ -204,7 +204,10 @@ class Client:
         """Enqueue a batch in one statement (one round trip); ids in input order."""
         specs = list(jobs)
         limit = self.settings.max_payload_bytes
-        return self._run(lambda c: enqueue.jobs_enqueue(c, queue, specs, max_payload_bytes=limit), conn)
+        with tracing.enqueue_span(queue, [spec.tenant for spec in specs]) as enqueued:
+            ids = self._run(lambda c: enqueue.jobs_enqueue(c, queue, specs, max_payload_bytes=limit), conn)
+            enqueued(ids)
+        return ids
 
     # -- leases ------------------------------------------------------------
 
@@ -221,9 +224,12 @@ class Client:
             lease_seconds = bounds.number_checked(
                 "lease_seconds", lease_seconds, 0, bounds.LEASE_MAX_SECONDS, above=True
             )
-        return self._claim_run(
-            lambda c: claim_mod.jobs_claim(c, queue, owner=owner, limit=limit, lease_seconds=lease_seconds)
-        )
+
+        def claim(c: psycopg.Connection) -> list[Lease]:
+            return claim_mod.jobs_claim(c, queue, owner=owner, limit=limit, lease_seconds=lease_seconds)
+
+        with tracing.claim_spans(queue) as traced:
+            return traced(self._claim_run(claim))
 
     def heartbeat(self, lease: Lease, progress: Any = None) -> bool:
         """Report progress; the lease is renewed only when progress advanced. ``False``: lost."""
@@ -236,7 +242,10 @@ class Client:
     def complete_many(self, leases: Iterable[Lease]) -> set[int]:
         """Complete many leases of one owner in one statement; returns the ids that held."""
         items = list(leases)
-        return self._run(lambda c: lease_ops.leases_complete(c, items))
+        with tracing.settle_spans("complete", items) as outcomes:
+            done = self._run(lambda c: lease_ops.leases_complete(c, items))
+            outcomes.update((lease.id, "succeeded" if lease.id in done else tracing.LOST) for lease in items)
+        return done
 
     def fail(
         self,
@@ -259,20 +268,21 @@ class Client:
         code: str | None = None,
     ) -> lease_ops.FailOutcome:
         """Like :meth:`fail`, returning what happened to the job."""
-        failure = self._failure(lease, error, kind=kind, code=code)
-        return self._run(
-            lambda c: lease_ops.lease_fail(
-                c, lease, kind=failure.kind, code=failure.code, error=failure.error
-            )
-        )
+        return self._fail_recorded([self._failure(lease, error, kind=kind, code=code)])[lease.id]
 
     def fail_many(
         self, failures: Iterable[tuple[Lease, BaseException | str]]
     ) -> dict[int, lease_ops.FailOutcome]:
         """Record failed attempts of one owner in one statement (kinds and codes as
         :meth:`fail` derives them); returns what happened to each job id."""
-        items = [self._failure(lease, error) for lease, error in failures]
-        return self._run(lambda c: lease_ops.leases_fail(c, items))
+        return self._fail_recorded([self._failure(lease, error) for lease, error in failures])
+
+    def _fail_recorded(self, items: list[lease_ops.Failure]) -> dict[int, lease_ops.FailOutcome]:
+        codes = {f.lease.id: f.code for f in items}
+        with tracing.settle_spans("fail", [f.lease for f in items], codes) as outcomes:
+            results = self._run(lambda c: lease_ops.leases_fail(c, items))
+            outcomes.update((job_id, r.status or tracing.LOST) for job_id, r in results.items())
+        return results
 
     def _failure(
         self,
@@ -297,7 +307,10 @@ class Client:
 
     def release(self, lease: Lease) -> bool:
         """Give the job back unfinished, claimable at once; ``False`` when the lease was lost."""
-        return self._run(lambda c: lease_ops.lease_release(c, lease))
+        with tracing.settle_spans("release", [lease]) as outcomes:
+            held = self._run(lambda c: lease_ops.lease_release(c, lease))
+            outcomes[lease.id] = "pending" if held else tracing.LOST
+        return held
 
     # -- recovery and dead jobs -------------------------------------------
 

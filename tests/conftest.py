@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
@@ -25,6 +26,9 @@ from worker_support import Workers, running_workers
 
 from fairsched import Client, QueueSettings, Settings
 from fairsched.db.migrate import migrate, migrations_dir
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 DB_PREFIX = "fairsched_test_"
 TIERS = ("unit", "db", "processes", "faults")
@@ -224,3 +228,13 @@ def db(fresh_db: str) -> Iterator[psycopg.Connection]:
     """An autocommit connection to the test database, for direct inspection."""
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         yield conn
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The spans this process ends during the test (an in-memory exporter on an SDK tracer
+    provider: ``tracing_support.listening``)."""
+    from tracing_support import listening  # imports OpenTelemetry's SDK: only where asked for
+
+    with listening() as exporter:
+        yield exporter

@@ -107,15 +107,17 @@ class Workers:
         owner: str | None = None,
         settings: Mapping[str, str] | None = None,
         extra_args: tuple[str, ...] = (),
+        command: tuple[str, ...] = (str(FAIRSCHED),),
     ) -> WorkerProcess:
-        """Start ``fairsched worker`` for ``queues`` (name -> slots) with fast settings."""
+        """Start ``fairsched worker`` for ``queues`` (name -> slots) with fast settings
+        (``command``: what runs instead of the console script, given the same arguments)."""
         owner = owner or f"w{len(self.started) + 1}-{uuid.uuid4().hex[:6]}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSCHED_")}
         env.update(FAST_SETTINGS)
         env.update(settings or {})
         env["FAIRSCHED_DATABASE_URL"] = self.dsn
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
-        args = [str(FAIRSCHED), "worker", "--app", self.app, "--owner", owner]
+        args = [*command, "worker", "--app", self.app, "--owner", owner]
         for name, slots in queues.items():
             args += ["--queue", f"{name}={slots}"]
         log = self.log_dir / f"{owner}.log"

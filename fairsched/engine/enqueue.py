@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from fairsched import bounds
+from fairsched import bounds, tracing
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.settle import aggregates_advance, tenants_activate
@@ -208,6 +208,7 @@ def jobs_enqueue(
         "run_ats": [j.run_at for j in checked],
         "max_attempts": [j.max_attempts for j in checked],
         "idempotency_keys": [j.idempotency_key for j in checked],
+        "trace_context": _jsonb_or_none(tracing.carrier()),
     }
     stack = queue_stack(conn, queue)
     serial = stack.serial and any(j.aggregate_key is not None for j in checked)
@@ -299,3 +300,7 @@ def aggregates_lock(conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec
 
 def _identity(text: str) -> str:
     return text
+
+
+def _jsonb_or_none(value: dict[str, str] | None) -> Jsonb | None:
+    return None if value is None else Jsonb(value)

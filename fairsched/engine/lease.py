@@ -51,6 +51,9 @@ class Lease(NamedTuple):
     created_at: datetime
     started_at: datetime
     lease_seconds: float
+    trace_context: dict[str, str] | None = None
+    """The trace context the attempt's spans continue (:mod:`fairsched.tracing`): the one
+    stored at enqueue, else the claim span's; ``None`` without tracing."""
 
 
 def lease_row(cursor: BaseCursor[Any, Any]) -> RowMaker[Lease]:
@@ -147,13 +150,6 @@ class Failure:
     kind: FailureKind
     code: str
     error: str
-
-
-def lease_fail(
-    conn: psycopg.Connection, lease: Lease, *, kind: FailureKind, code: str, error: str
-) -> FailOutcome:
-    """Record a failed attempt: dead (permanent or exhausted) or pending after backoff."""
-    return leases_fail(conn, [Failure(lease, kind, code, error)])[lease.id]
 
 
 def leases_fail(conn: psycopg.Connection, failures: Sequence[Failure]) -> dict[int, FailOutcome]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
+from fairsched import tracing
 from fairsched.client import Client
 from fairsched.engine import retry
 from fairsched.engine.lease import FailureKind, Lease
@@ -252,12 +253,13 @@ def _call(handler: Handler, job: Job, is_async: bool) -> None:
     thread (as a worker's shared loop thread does), so tests that run a loop can call this;
     either with the job in the logs' scope."""
     if not is_async:
-        with job_scope(job.lease):  # what the handler logs is about its job, as in a worker
+        # what the handler logs and traces is about its job, as in a worker
+        with job_scope(job.lease), tracing.run_span(job.lease):
             handler(job)
         return
 
     async def scoped() -> None:
-        with job_scope(job.lease):
+        with job_scope(job.lease), tracing.run_span(job.lease):
             await cast(Coroutine[Any, Any, Any], handler(job))
 
     with ThreadPoolExecutor(1, thread_name_prefix="fairsched-testing-asyncio") as pool:

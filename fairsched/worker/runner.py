@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from fairsched import metrics
+from fairsched import metrics, tracing
 from fairsched.db.connection import redact
 from fairsched.engine import claim
 from fairsched.engine.lease import Lease
@@ -228,7 +228,7 @@ class QueueRunner:
             self._start_hist.observe(start - claimed)
             error: BaseException | None = None
             try:
-                with job_scope(job.lease):  # what the handler logs is about its job
+                with job_scope(job.lease), tracing.run_span(job.lease):  # logs and spans: its job's
                     self._handler(job)
             except BaseException as e:
                 error = e
@@ -239,7 +239,7 @@ class QueueRunner:
         self._start_hist.observe(start - claimed)
         error: BaseException | None = None
         try:
-            with job_scope(job.lease):  # this task's own context: only its job's logs
+            with job_scope(job.lease), tracing.run_span(job.lease):  # this task's own context
                 task, loop = asyncio.current_task(), asyncio.get_running_loop()
                 if task is not None:  # a cancel request cancels this task, inside the try
                     job.on_cancel(lambda: loop.call_soon_threadsafe(task.cancel))

@@ -49,7 +49,7 @@ WITH q AS (
           j.max_attempts,
           coalesce(j.idempotency_key, 'fairsched-job-' || j.id) AS idempotency_key,
           j.priority, j.aggregate_key, j.aggregate_seq, j.created_at, j.started_at,
-          coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds
+          coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds, j.trace_context
 )
 SELECT m.*
   FROM unnest(ARRAY(SELECT c.id FROM candidate AS c)) WITH ORDINALITY AS c(id, n)

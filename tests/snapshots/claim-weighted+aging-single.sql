@@ -68,4 +68,4 @@ RETURNING j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS 
           j.max_attempts,
           coalesce(j.idempotency_key, 'fairsched-job-' || j.id) AS idempotency_key,
           j.priority, j.aggregate_key, j.aggregate_seq, j.created_at, j.started_at,
-          coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds
+          coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds, j.trace_context

@@ -149,6 +149,7 @@ TABLE fairsched.jobs
   COLUMN serial boolean NOT NULL DEFAULT false
   COLUMN share_counted boolean NOT NULL DEFAULT false
   COLUMN cancel_requested_at timestamp with time zone
+  COLUMN trace_context jsonb
   WITH (autovacuum_analyze_scale_factor=0.02, autovacuum_vacuum_cost_delay=0, autovacuum_vacuum_insert_scale_factor=0.05, autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=1000, fillfactor=80)
   CONSTRAINT jobs_aggregate_key_check CHECK (((length(aggregate_key) >= 1) AND (length(aggregate_key) <= 256)))
   CONSTRAINT jobs_check CHECK (((aggregate_key IS NULL) = (aggregate_seq IS NULL)))
@@ -158,6 +159,7 @@ TABLE fairsched.jobs
   CONSTRAINT jobs_priority_range_check CHECK ((priority > '-2147483648'::integer))
   CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['waiting'::text, 'pending'::text, 'running'::text, 'succeeded'::text, 'dead'::text, 'discarded'::text, 'cancelled'::text])))
   CONSTRAINT jobs_tenant_check CHECK (((length(tenant) >= 1) AND (length(tenant) <= 128)))
+  CONSTRAINT jobs_trace_context_check CHECK (((jsonb_typeof(trace_context) = 'object'::text) AND (octet_length((trace_context)::text) <= 4096))) NOT VALID
   INDEX CREATE UNIQUE INDEX jobs_aggregate_head_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key) WHERE (serial AND (status = ANY (ARRAY['pending'::text, 'running'::text])))
   INDEX CREATE UNIQUE INDEX jobs_aggregate_seq_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key, aggregate_seq) WHERE serial
   INDEX CREATE INDEX jobs_aggregate_waiting_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key, aggregate_seq) WHERE (status = 'waiting'::text)

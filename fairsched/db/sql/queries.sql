@@ -56,7 +56,8 @@ SELECT name, lease_seconds, max_runtime_seconds, max_attempts, unknown_max_attem
 -- name: jobs_enqueue
 -- Insert jobs for one queue (arrays, one element per job); returns one id per input,
 -- in input order. An input whose idempotency key exists returns the existing id.
--- On a serial queue, jobs of an aggregate start as 'waiting' (promoted after).
+-- On a serial queue, jobs of an aggregate start as 'waiting' (promoted after). Every job
+-- of the batch stores the batch's trace context (NULL outside a trace).
 WITH q AS (
     SELECT name, max_attempts, notify, aging_interval_seconds
       FROM fairsched.queues WHERE name = %(queue)s
@@ -72,14 +73,15 @@ WITH q AS (
 ), inserted AS (
     INSERT INTO fairsched.jobs (id, queue_name, tenant, payload, priority, aggregate_key,
                                 aggregate_seq, available_at, max_attempts, idempotency_key,
-                                status, serial, aging_key)
+                                status, serial, aging_key, trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT i.new_id, q.name, i.tenant, i.payload, i.priority, i.aggregate_key,
            i.aggregate_seq, coalesce(i.run_at, now()), coalesce(i.max_attempts, q.max_attempts),
            i.idempotency_key,
            CASE WHEN %(serial)s::bool AND i.aggregate_key IS NOT NULL THEN 'waiting' ELSE 'pending' END,
            %(serial)s::bool AND i.aggregate_key IS NOT NULL,
-           extract(epoch FROM now()) - i.priority * q.aging_interval_seconds
+           extract(epoch FROM now()) - i.priority * q.aging_interval_seconds,
+           %(trace_context)s::jsonb
       FROM input i CROSS JOIN q
      ORDER BY i.ord
     ON CONFLICT (queue_name, tenant, idempotency_key) WHERE idempotency_key IS NOT NULL
