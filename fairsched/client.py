@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 from fairsched import bounds
 from fairsched.config import rates
 from fairsched.config.sync import queue_declare, queues_declare
-from fairsched.db.connection import Role, connect, make_pool, operation, translate
+from fairsched.db.connection import Role, caller_connection, connect, make_pool, operation, translate
 from fairsched.db.migrate import migrate
 from fairsched.engine import claim as claim_mod
 from fairsched.engine import claimheads, dead, enqueue, prune, recovery, retry
@@ -25,6 +25,15 @@ from fairsched.policy import registry as policy
 from fairsched.settings import QueueSettings, Settings, load_settings
 
 T = TypeVar("T")
+
+
+def settings_dsn(settings: Settings) -> str:
+    """``settings.database_url``, or the embedded server's when it is unset."""
+    if settings.database_url is not None:
+        return settings.database_url
+    from fairsched.db.embedded import embedded_dsn
+
+    return embedded_dsn(settings.data_dir)
 
 
 class Client:
@@ -60,12 +69,7 @@ class Client:
     ) -> Client:
         """A client for ``settings.database_url``, or the embedded server when it is unset."""
         settings = settings or load_settings(config)
-        dsn = settings.database_url
-        if dsn is None:
-            from fairsched.db.embedded import embedded_dsn
-
-            dsn = embedded_dsn(settings.data_dir)
-        return cls(dsn, settings=settings, role=role)
+        return cls(settings_dsn(settings), settings=settings, role=role)
 
     # -- connections -------------------------------------------------------
 
@@ -117,6 +121,7 @@ class Client:
     def connection(self, conn: psycopg.Connection | None = None) -> Iterator[psycopg.Connection]:
         """``conn`` when given (the caller's transaction), else one from the pool."""
         if conn is not None:
+            caller_connection(conn, psycopg.Connection)
             yield conn
             return
         with self._pooled(self.pool) as pooled:
