@@ -238,3 +238,28 @@ async def test_a_queue_whose_policy_has_a_hook_is_refused_and_nothing_changes(
         await aclient.claim("held", owner="w")
     assert db.execute("SELECT id, status FROM fairsched.jobs").fetchall() == [(job_id, "pending")]
     await aclient.enqueue("q", {}, tenant="t")  # other queues work as before
+
+
+async def test_the_event_loop_runs_on_while_an_enqueue_waits_for_a_lock(
+    aclient: AsyncClient, fresh_db: str, db: psycopg.Connection
+) -> None:
+    """An enqueue waiting for a serial aggregate's lock leaves the loop free: the holder,
+    on the same loop, commits and the enqueue goes on (a blocked loop would never get
+    there: the enqueue would give up at its lock timeout)."""
+    await aclient.declare_queue("s", QueueSettings(policies=["serial"]))
+    async with await psycopg.AsyncConnection.connect(fresh_db) as holder, holder.transaction():
+        await aclient.enqueue("s", {}, tenant="t", aggregate_key="k", aggregate_seq=1, conn=holder)
+        waiting = asyncio.create_task(
+            aclient.enqueue("s", {}, tenant="t", aggregate_key="k", aggregate_seq=2)
+        )
+        async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as watcher:
+            while not await (await watcher.execute(WAITING_ON_A_LOCK)).fetchone():
+                await asyncio.sleep(0.01)
+        assert not waiting.done()
+    await waiting
+    assert [lease.aggregate_seq for lease in await aclient.claim("s", owner="w", limit=5)] == [1]
+
+
+WAITING_ON_A_LOCK = (
+    "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+)
