@@ -17,16 +17,16 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from fairsched.client import Client, settings_dsn
+from fairsched.client import Client, ClientBase
 from fairsched.db.bridge import run_async
-from fairsched.db.connection import Role, caller_connection, make_async_pool, operation, translate
+from fairsched.db.connection import caller_connection, make_async_pool, operation, translate
 from fairsched.engine import claim as claim_mod
 from fairsched.engine import dead, prune, recovery
 from fairsched.engine.enqueue import JobSpec
 from fairsched.engine.lease import FailOutcome, FailureKind, Lease
 from fairsched.errors import DatabaseError
 from fairsched.policy import registry as policy
-from fairsched.settings import QueueSettings, Settings, load_settings
+from fairsched.settings import QueueSettings, Settings
 
 T = TypeVar("T")
 AsyncConnection = psycopg.AsyncConnection[Any]
@@ -47,7 +47,7 @@ class _OnConnection(Client):
         return fn(self._conn)
 
 
-class AsyncClient:
+class AsyncClient(ClientBase[AsyncConnectionPool]):
     """A handle on one fairsched database for asyncio code, with its own async pools::
 
         async with AsyncClient("postgresql://localhost/app") as client:
@@ -57,51 +57,17 @@ class AsyncClient:
     caller's :class:`psycopg.AsyncConnection` and joins its transaction. A queue whose
     policies have hooks (``on_enqueue``, ``on_claim``, ``on_finish``: they take a sync
     connection) is refused with :class:`~fairsched.errors.InvalidInput`; use
-    :class:`~fairsched.Client` for it. See ``docs/async.md``.
+    :class:`~fairsched.Client` for it; ``role``: see :class:`~fairsched.client.ClientBase`.
+    See ``docs/async.md``.
     """
 
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        settings: Settings | None = None,
-        pool_size: int | None = None,
-        role: Role = Role.WORKER,
-    ) -> None:
-        self.dsn = dsn
-        self.settings = settings or Settings()
-        self.role = role
-        self._pool_size = pool_size or self.settings.pool_max_size or 10
-        self._pool = self._new_pool()
-        self._claim_pool = self._new_pool(claims=True)
-        self._opened = False
-
-    @classmethod
-    def from_settings(
-        cls, settings: Settings | None = None, *, config: str | None = None, role: Role = Role.WORKER
-    ) -> AsyncClient:
-        """A client for ``settings.database_url`` (or the embedded server), as
-        :meth:`Client.from_settings <fairsched.Client.from_settings>`."""
-        settings = settings or load_settings(config)
-        return cls(settings_dsn(settings), settings=settings, role=role)
-
-    # -- connections -------------------------------------------------------
-
     def _new_pool(self, *, claims: bool = False) -> AsyncConnectionPool:
-        """The claim pool or the main one, with the sessions of :class:`~fairsched.Client`'s."""
-        threshold = self.settings.prepare_threshold
+        claim_sessions, options = self._pool_options(claims)
 
         async def claim_session(conn: AsyncConnection) -> None:
             await run_async(claim_mod.claim_session_configure, conn)
 
-        return make_async_pool(
-            self.dsn,
-            max_size=self._pool_size,
-            prepare_threshold=threshold,
-            configure=claim_session if claims and threshold is not None else None,
-            role=Role.CLAIMS if claims else self.role,
-            settings=self.settings,
-        )
+        return make_async_pool(self.dsn, configure=claim_session if claim_sessions else None, **options)
 
     async def pool(self) -> AsyncConnectionPool:
         """The pool, opened (with the claim pool) on first use; a failed open leaves a fresh
@@ -117,6 +83,12 @@ class AsyncClient:
             await self._claim_pool.open(wait=False)
             self._opened = True
         return self._pool
+
+    async def claim_pool(self) -> AsyncConnectionPool:
+        """The pool claims run on: claim sessions
+        (:func:`fairsched.engine.claim.claim_session_configure`)."""
+        await self.pool()
+        return self._claim_pool
 
     @asynccontextmanager
     async def connection(self, conn: AsyncConnection | None = None) -> AsyncIterator[AsyncConnection]:
@@ -149,8 +121,7 @@ class AsyncClient:
             return await run_async(lambda view: method(_OnConnection(view, self.settings)), c)
 
     async def _claim_call(self, method: Callable[[Client], T]) -> T:
-        await self.pool()
-        async with self._pooled(self._claim_pool) as c:
+        async with self._pooled(await self.claim_pool()) as c:
             return await run_async(lambda view: method(_OnConnection(view, self.settings)), c)
 
     async def close(self) -> None:

@@ -263,3 +263,14 @@ async def test_the_event_loop_runs_on_while_an_enqueue_waits_for_a_lock(
 WAITING_ON_A_LOCK = (
     "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
 )
+
+
+async def test_the_pools_sessions_are_the_sync_clients(aclient: AsyncClient) -> None:
+    """The main pool's sessions set the worker role's limits; the claim pool's are claim
+    sessions (generic plans), as Client's pools."""
+    async with (await aclient.pool()).connection() as conn:
+        assert await (await conn.execute("SHOW lock_timeout")).fetchone() == ("5s",)
+        assert await (await conn.execute("SHOW plan_cache_mode")).fetchone() == ("auto",)
+    async with (await aclient.claim_pool()).connection() as conn:
+        assert await (await conn.execute("SHOW plan_cache_mode")).fetchone() == ("force_generic_plan",)
+        assert await (await conn.execute("SHOW idle_in_transaction_session_timeout")).fetchone() == ("10s",)
