@@ -232,11 +232,17 @@ async def test_a_queue_whose_policy_has_a_hook_is_refused_and_nothing_changes(
     with Client(fresh_db) as client:
         client.declare_queue("held", QueueSettings(policies=["fifo", "hold"]))
         job_id = client.enqueue("held", {}, tenant="t")
+        other = client.enqueue("held", {}, tenant="t")
+        [lease] = client.claim("held", owner="w")
     with pytest.raises(InvalidInput, match=r"policy 'hold' has the hook on_finish.*use fairsched\.Client"):
         await aclient.enqueue("held", {}, tenant="t")
     with pytest.raises(InvalidInput, match="policy 'hold'"):
         await aclient.claim("held", owner="w")
-    assert db.execute("SELECT id, status FROM fairsched.jobs").fetchall() == [(job_id, "pending")]
+    with pytest.raises(InvalidInput, match="policy 'hold'"):
+        await aclient.complete(lease)
+    statuses = db.execute("SELECT id, status FROM fairsched.jobs ORDER BY id").fetchall()
+    assert statuses == [(job_id, "running"), (other, "pending")]
+    assert db.execute("SELECT count(*) FROM public.hold_log").fetchone() == (0,)
     await aclient.enqueue("q", {}, tenant="t")  # other queues work as before
 
 
