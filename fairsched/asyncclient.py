@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from fairsched.client import Client, ClientBase
 from fairsched.db.bridge import run_async
-from fairsched.db.connection import caller_connection, make_async_pool, operation, translate
+from fairsched.db.connection import caller_connection, connect, make_async_pool, operation, translate
 from fairsched.engine import claim as claim_mod
 from fairsched.engine import dead, prune, recovery
 from fairsched.engine.enqueue import JobSpec
@@ -79,6 +79,8 @@ class AsyncClient(ClientBase[AsyncConnectionPool]):
             except DatabaseError:
                 await self._pool.close()
                 self._pool = self._new_pool()
+                # raises the server's own reason, when it has one
+                (await asyncio.to_thread(connect, self.dsn, role=self.role, settings=self.settings)).close()
                 raise
             await self._claim_pool.open(wait=False)
             self._opened = True
@@ -102,18 +104,12 @@ class AsyncClient(ClientBase[AsyncConnectionPool]):
 
     @asynccontextmanager
     async def _pooled(self, pool: AsyncConnectionPool) -> AsyncIterator[AsyncConnection]:
-        try:
-            manager = pool.connection()
-            pooled = await manager.__aenter__()
-        except psycopg.Error as e:  # PoolTimeout: no connection could be had in time
-            raise translate(e) from e
-        try:
+        async with AsyncExitStack() as stack:
+            try:
+                pooled = await stack.enter_async_context(pool.connection())
+            except psycopg.Error as e:  # PoolTimeout: no connection could be had in time
+                raise translate(e) from e
             yield pooled
-        except BaseException as e:
-            if not await manager.__aexit__(type(e), e, e.__traceback__):
-                raise
-        else:
-            await manager.__aexit__(None, None, None)
 
     async def _call(self, method: Callable[[Client], T], conn: AsyncConnection | None = None) -> T:
         """Run ``method`` of a :class:`~fairsched.Client` on ``conn`` or a pooled connection."""

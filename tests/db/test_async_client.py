@@ -15,7 +15,7 @@ import pytest_asyncio
 
 from fairsched import AsyncClient, Client, JobSpec, QueueSettings, Settings
 from fairsched.engine.composer import compose_claim
-from fairsched.errors import InvalidInput, JobNotFound, UnknownQueue
+from fairsched.errors import DatabaseUnavailable, InvalidInput, JobNotFound, UnknownQueue
 from fairsched.policy.registry import registry
 
 pytestmark = pytest.mark.asyncio
@@ -280,3 +280,11 @@ async def test_the_pools_sessions_are_the_sync_clients(aclient: AsyncClient) -> 
     async with (await aclient.claim_pool()).connection() as conn:
         assert await (await conn.execute("SHOW plan_cache_mode")).fetchone() == ("force_generic_plan",)
         assert await (await conn.execute("SHOW idle_in_transaction_session_timeout")).fetchone() == ("10s",)
+
+
+async def test_a_database_that_cannot_be_reached_is_named_with_the_servers_reason(fresh_db: str) -> None:
+    missing = fresh_db.replace("dbname=", "dbname=nosuch_")
+    client = AsyncClient(missing)
+    with pytest.raises(DatabaseUnavailable, match="does not exist"):
+        await client.enqueue("q", {}, tenant="t")
+    await client.close()
