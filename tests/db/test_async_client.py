@@ -288,3 +288,28 @@ async def test_a_database_that_cannot_be_reached_is_named_with_the_servers_reaso
     with pytest.raises(DatabaseUnavailable, match="does not exist"):
         await client.enqueue("q", {}, tenant="t")
     await client.close()
+
+
+async def test_a_cancelled_enqueue_changes_nothing_and_the_client_goes_on(
+    aclient: AsyncClient, fresh_db: str, db: psycopg.Connection
+) -> None:
+    """Cancelling the task of an enqueue that waits for a lock ends it (the statement is
+    cancelled on the server), writes nothing, and leaves the pool's connections usable."""
+    await aclient.declare_queue("s", QueueSettings(policies=["serial"]))
+    async with await psycopg.AsyncConnection.connect(fresh_db) as holder, holder.transaction():
+        await aclient.enqueue("s", {}, tenant="t", aggregate_key="k", aggregate_seq=1, conn=holder)
+        waiting = asyncio.create_task(
+            aclient.enqueue("s", {}, tenant="t", aggregate_key="k", aggregate_seq=2)
+        )
+        async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as watcher:
+            while not await (await watcher.execute(WAITING_ON_A_LOCK)).fetchone():
+                await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    assert db.execute("SELECT aggregate_seq FROM fairsched.jobs").fetchall() == [(1,)]
+    await aclient.enqueue("s", {}, tenant="t", aggregate_key="k", aggregate_seq=2)
+    [first] = await aclient.claim("s", owner="w", limit=5)
+    assert first.aggregate_seq == 1 and await aclient.complete(first)
+    [second] = await aclient.claim("s", owner="w", limit=5)
+    assert second.aggregate_seq == 2
