@@ -1,5 +1,6 @@
 """fairsched: a multi-tenant, fair job scheduler on PostgreSQL."""
 
+from fairsched.asyncclient import AsyncClient
 from fairsched.client import Client
 from fairsched.engine.enqueue import JobSpec
 from fairsched.engine.lease import FailureKind, Lease
@@ -22,6 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "App",
+    "AsyncClient",
     "Client",
     "ConfigError",
     "FailureKind",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 from fairsched import bounds, tracing
 from fairsched.config import rates
 from fairsched.config.sync import queue_declare, queues_declare
-from fairsched.db.connection import Role, connect, make_pool, operation, translate
+from fairsched.db.connection import Role, caller_connection, connect, make_pool, operation, translate
 from fairsched.db.migrate import migrate
 from fairsched.engine import cancel as cancel_ops
 from fairsched.engine import claim as claim_mod
@@ -26,13 +26,12 @@ from fairsched.policy import registry as policy
 from fairsched.settings import QueueSettings, Settings, load_settings
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
-class Client:
-    """A handle on one fairsched database, with its own connection pool::
-
-    client = Client("postgresql://localhost/app")
-    job_id = client.enqueue("emails", {"to": "a@b"}, tenant="acme")
+class ClientBase(Generic[P]):
+    """What :class:`Client` and :class:`~fairsched.AsyncClient` share: the database, the
+    settings, the role, and how their two pools of type ``P`` are made.
 
     ``role`` decides the server-side limits its sessions set
     (:data:`fairsched.db.connection.ROLE_LIMITS`): workers' and applications' clients
@@ -58,7 +57,7 @@ class Client:
     @classmethod
     def from_settings(
         cls, settings: Settings | None = None, *, config: str | None = None, role: Role = Role.WORKER
-    ) -> Client:
+    ) -> Self:
         """A client for ``settings.database_url``, or the embedded server when it is unset."""
         settings = settings or load_settings(config)
         dsn = settings.database_url
@@ -70,21 +69,34 @@ class Client:
 
     # -- connections -------------------------------------------------------
 
-    def _new_pool(self, *, claims: bool = False) -> ConnectionPool:
+    def _new_pool(self, *, claims: bool = False) -> P:
         """The claim pool (claim sessions, :data:`Role.CLAIMS <fairsched.db.connection.Role>`
         limits) or the main one (the client's role's limits)."""
+        raise NotImplementedError
+
+    def _pool_options(self, claims: bool) -> tuple[bool, dict[str, Any]]:
+        """Whether a pool's sessions are claim sessions, and the pool's other options."""
         threshold = self.settings.prepare_threshold
+        role = Role.CLAIMS if claims else self.role
+        options = {"max_size": self._pool_size, "prepare_threshold": threshold, "role": role}
         # Behind PgBouncer (prepared statements off) a session setting would outlive the
         # transaction on a server connection other clients share: no claim sessions there.
-        configure = claim_mod.claim_session_configure if claims and threshold is not None else None
-        return make_pool(
-            self.dsn,
-            max_size=self._pool_size,
-            prepare_threshold=threshold,
-            configure=configure,
-            role=Role.CLAIMS if claims else self.role,
-            settings=self.settings,
-        )
+        return claims and threshold is not None, {**options, "settings": self.settings}
+
+
+class Client(ClientBase[ConnectionPool]):
+    """A handle on one fairsched database, with its own connection pool::
+
+    client = Client("postgresql://localhost/app")
+    job_id = client.enqueue("emails", {"to": "a@b"}, tenant="acme")
+
+    ``role``: see :class:`ClientBase`.
+    """
+
+    def _new_pool(self, *, claims: bool = False) -> ConnectionPool:
+        claim_sessions, options = self._pool_options(claims)
+        configure = claim_mod.claim_session_configure if claim_sessions else None
+        return make_pool(self.dsn, configure=configure, **options)
 
     @property
     def pool(self) -> ConnectionPool:
@@ -118,6 +130,7 @@ class Client:
     def connection(self, conn: psycopg.Connection | None = None) -> Iterator[psycopg.Connection]:
         """``conn`` when given (the caller's transaction), else one from the pool."""
         if conn is not None:
+            caller_connection(conn, psycopg.Connection)
             yield conn
             return
         with self._pooled(self.pool) as pooled:

@@ -7,7 +7,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -17,7 +17,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import set_json_loads
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from fairsched import metrics
 from fairsched.errors import (
@@ -221,19 +221,47 @@ def make_pool(
             configure(conn)
 
     pool = ConnectionPool(
-        session_conninfo(dsn, role, settings),
-        min_size=1,
-        max_size=max(1, max_size),
-        kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
-        configure=setup,
-        open=False,
-        name="fairsched",
-        reconnect_timeout=300,
+        session_conninfo(dsn, role, settings), configure=setup, **pool_options(max_size, prepare_threshold)
     )
     return pool
 
 
-def json_from_text(conn: psycopg.Connection) -> None:
+def make_async_pool(
+    dsn: str,
+    *,
+    max_size: int,
+    prepare_threshold: int | None = 5,
+    configure: Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]] | None = None,
+    role: Role = Role.OPERATOR,
+    settings: Settings | None = None,
+) -> AsyncConnectionPool:
+    """:func:`make_pool` for :class:`~fairsched.asyncclient.AsyncClient`: the same
+    sessions, on :class:`psycopg.AsyncConnection`; ``configure`` is awaited."""
+
+    async def setup(conn: psycopg.AsyncConnection[Any]) -> None:
+        json_from_text(conn)
+        if configure is not None:
+            await configure(conn)
+
+    return AsyncConnectionPool(
+        session_conninfo(dsn, role, settings), configure=setup, **pool_options(max_size, prepare_threshold)
+    )
+
+
+def pool_options(max_size: int, prepare_threshold: int | None) -> dict[str, Any]:
+    """What every fairsched pool, sync or async, is opened with but its conninfo and
+    ``configure``: autocommit sessions, made as needed up to ``max_size``."""
+    return {
+        "min_size": 1,
+        "max_size": max(1, max_size),
+        "kwargs": {"autocommit": True, "prepare_threshold": prepare_threshold},
+        "open": False,
+        "name": "fairsched",
+        "reconnect_timeout": 300,
+    }
+
+
+def json_from_text(conn: psycopg.Connection | psycopg.AsyncConnection[Any]) -> None:
     """Load ``conn``'s json and jsonb results by decoding them to text first: given
     bytes, ``json.loads`` sniffs their encoding in Python before it parses (~2 µs a
     value, once per claimed job's payload). PostgreSQL sends them in the client encoding."""
@@ -259,3 +287,16 @@ def connect(
         return psycopg.connect(session_conninfo(dsn, role, settings), autocommit=autocommit)
     except psycopg.Error as e:
         raise translate(e) from e
+
+
+def caller_connection(
+    conn: object, accepted: type[psycopg.Connection] | type[psycopg.AsyncConnection[Any]]
+) -> None:
+    """Refuse a ``conn=`` that is not a connection of the ``accepted`` psycopg 3 class
+    (a psycopg2 or sqlite3 connection, or the sync kind given to the async client)."""
+    if not isinstance(conn, accepted):
+        kind = f"{type(conn).__module__}.{type(conn).__qualname__}"
+        raise InvalidInput(
+            f"conn must be a psycopg 3 {accepted.__module__}.{accepted.__name__}, got a {kind} "
+            "(docs/async.md: the connection of Django's psycopg backend or SQLAlchemy's psycopg dialect)"
+        )
