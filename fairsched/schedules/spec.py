@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
@@ -16,8 +17,8 @@ ScheduleName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9
 """Schedule names, as queue names: letters, digits and ``_ . : -``, at most 63 characters."""
 
 
-def _custom(kind: str, error: InvalidInput) -> PydanticCustomError:
-    return PydanticCustomError(kind, str(error).replace("{", "{{").replace("}", "}}"))
+PAYLOAD_CHECK_BYTES = 64 * 1024 * 1024
+"""The payload size checked with the shape: the largest ``max_payload_bytes`` allows."""
 
 
 class ScheduleSettings(BaseModel):
@@ -43,55 +44,28 @@ class ScheduleSettings(BaseModel):
     )
     enabled: bool = Field(True, description="false: keep the schedule, enqueue nothing")
 
-    @field_validator("queue")
+    @field_validator("timezone", "cron", "queue", "tenant", "payload")
     @classmethod
-    def _queue(cls, value: str) -> str:
-        from fairsched.engine.enqueue import check_queue_name
+    def _checked(cls, value: Any, info: ValidationInfo) -> Any:
+        """Each field as fairsched checks it everywhere; the cron expression in the
+        schedule's time zone (UTC when that one is bad: it has its own error). The
+        payload's size limit is the applying settings'
+        (:func:`fairsched.config.schedules.schedules_check`)."""
+        from fairsched.engine import enqueue
 
+        checks: dict[str, Callable[[], object]] = {
+            "timezone": lambda: zone_checked(value),
+            "cron": lambda: Cron.parse(value, info.data.get("timezone", "UTC")),
+            "queue": lambda: enqueue.check_queue_name(value),
+            "tenant": lambda: enqueue.check_label("tenant", value, enqueue.MAX_TENANT_CHARS),
+            "payload": lambda: enqueue.encode_payload(value, PAYLOAD_CHECK_BYTES),
+        }
         try:
-            return check_queue_name(value)
+            checks[str(info.field_name)]()
         except InvalidInput as e:
-            raise _custom("queue_name", e) from None
-
-    @field_validator("tenant")
-    @classmethod
-    def _tenant(cls, value: str) -> str:
-        from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label
-
-        try:
-            return check_label("tenant", value, MAX_TENANT_CHARS)
-        except InvalidInput as e:
-            raise _custom("tenant", e) from None
-
-    @field_validator("payload")
-    @classmethod
-    def _payload(cls, value: Any) -> Any:
-        """JSON, within the depth and digit limits (the size limit is the applying settings')."""
-        from fairsched.engine.enqueue import encode_payload
-
-        try:
-            encode_payload(value, 64 * 1024 * 1024)
-        except InvalidInput as e:
-            raise _custom("payload", e) from None
-        return value
-
-    @field_validator("timezone")
-    @classmethod
-    def _timezone(cls, value: str) -> str:
-        try:
-            zone_checked(value)
-        except InvalidInput as e:
-            raise _custom("timezone", e) from None
-        return value
-
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, value: str, info: ValidationInfo) -> str:
-        """Checked in the schedule's time zone (UTC when that one is bad: it has its own error)."""
-        try:
-            Cron.parse(value, info.data.get("timezone", "UTC"))
-        except InvalidInput as e:
-            raise _custom("cron", e) from None
+            raise PydanticCustomError(
+                str(info.field_name), str(e).replace("{", "{{").replace("}", "}}")
+            ) from None
         return value
 
     def parsed(self) -> Cron:

@@ -67,13 +67,12 @@ def jobs(db: psycopg.Connection) -> list[tuple[Any, ...]]:
 
 def miss(db: psycopg.Connection, name: str, minutes: int) -> datetime:
     """Put a minutely schedule's next tick ``minutes`` in the past, as a downtime leaves it."""
-    row = db.execute(
+    db.execute(
         "UPDATE fairsched.schedules SET next_tick = date_trunc('minute', now()) - make_interval(mins => %s)"
-        " WHERE name = %s RETURNING next_tick",
+        " WHERE name = %s",
         (minutes, name),
-    ).fetchone()
-    assert row is not None
-    return row[0]  # type: ignore[no-any-return]
+    )
+    return schedule(db, name)["next_tick"]  # type: ignore[no-any-return]
 
 
 def test_apply_writes_schedules_starting_at_their_first_tick_after_it(
