@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 
 from fairsched.db.connection import operation
@@ -75,11 +76,19 @@ def _job(row: Mapping[str, Any], key: str, now: datetime) -> JobSpec:
     )
 
 
+def denied(error: BaseException) -> bool:
+    """Whether ``error`` is PostgreSQL refusing a privilege: the role may not enqueue, or
+    read schedules (a worker's role needs the producer's grants for the schedule duty)."""
+    cause = error.__cause__ if isinstance(error, FairschedError) else error
+    return isinstance(cause, pg_errors.InsufficientPrivilege)
+
+
 def schedules_enqueue_due(conn: psycopg.Connection, *, max_payload_bytes: int) -> list[Ticked]:
     """One pass over the due schedules (see the module); returns the ticks it enqueued.
 
     ``conn`` must not be in a transaction. A schedule whose enqueue fails is logged and
-    left due (the next pass tries it again); the others go on.
+    left due (the next pass tries it again); the others go on. A refused privilege
+    (:func:`denied`) ends the pass with its error.
     """
     with operation("schedules_due"):
         names = [row[0] for row in conn.execute(QUERIES["schedules_due"], {"limit": BATCH}).fetchall()]
@@ -88,6 +97,8 @@ def schedules_enqueue_due(conn: psycopg.Connection, *, max_payload_bytes: int) -
         try:
             ticked = schedule_tick(conn, name, max_payload_bytes=max_payload_bytes)
         except (FairschedError, psycopg.Error) as e:
+            if denied(e):
+                raise
             log.warning("schedule %s: enqueue failed (%s); retrying at the next pass", name, e)
             continue
         if ticked is not None:

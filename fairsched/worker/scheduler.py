@@ -5,7 +5,8 @@ Each process sleeps until the earliest next tick (database time), at most
 one pass of :func:`~fairsched.schedules.ticks.schedules_enqueue_due`. Many processes wake
 for the same tick; each tick is enqueued once whatever their number (the pass locks the
 schedule's row and moves its tick on in the enqueuing transaction). A pass that fails (the
-database is away) is logged and retried with a capped backoff.
+database is away) is logged and retried with a capped backoff. A worker whose role may
+not enqueue (it lacks ``fairsched_producer``'s grants) turns its duty off with one warning.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import psycopg
 from fairsched.client import Client
 from fairsched.db.connection import redact
 from fairsched.errors import FairschedError
-from fairsched.schedules.ticks import schedules_enqueue_due, schedules_wait
+from fairsched.schedules.ticks import denied, schedules_enqueue_due, schedules_wait
 from fairsched.worker.service import Crash, Service, backoff_delay
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ class Scheduler(Service):
         super().__init__("fairsched-scheduler", on_crash)
         self._client = client
         self._failures = 0
+        self.off = False
+        """Whether the duty turned itself off: this worker's role may not enqueue."""
 
     def _run(self) -> None:
         delay = 0.0
@@ -58,6 +61,16 @@ class Scheduler(Service):
                     )
                 wait = schedules_wait(conn)
         except (FairschedError, psycopg.Error) as e:
+            if denied(e):
+                log.warning(
+                    "schedule duty off in this worker: its role may not enqueue (%s); grant it "
+                    "fairsched_producer too, e.g. GRANT fairsched_producer TO <worker login> "
+                    "(docs/schedules.md)",
+                    redact(str(e)),
+                )
+                self.off = True
+                self._stop.set()
+                return 0.0
             delay = backoff_delay(self._failures, base=0.5, cap=MAX_SLEEP_SECONDS * 5)
             if self._failures == 0:
                 log.warning("schedule pass failed (%s); retrying", redact(str(e)))

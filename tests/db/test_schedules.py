@@ -4,6 +4,8 @@ a pruned tick stays done), schedule list/run, and bad input refused with nothing
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,8 +13,11 @@ from typing import Any
 import psycopg
 import pytest
 from cli_support import cli, one_error_line
+from psycopg.conninfo import make_conninfo
 
+from fairsched import Client
 from fairsched.schedules.ticks import schedules_enqueue_due, tick_key
+from fairsched.worker.scheduler import MAX_SLEEP_SECONDS, Scheduler
 
 CONFIG = """
 [queues.reports]
@@ -276,3 +281,40 @@ def test_the_database_refuses_out_of_range_values(
             )
     with pytest.raises(psycopg.errors.CheckViolation):
         db.execute("UPDATE fairsched.schedules SET last_tick = next_tick WHERE name = 'nightly'")
+
+
+@pytest.fixture
+def jobs_login(fresh_db: str) -> Iterator[str]:
+    """A role holding the worker's and the producer's grants, as a worker's login does for
+    the schedule duty (roles are cluster-wide: a name of its own, dropped after)."""
+    name = f"fairsched_test_jobs_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(fresh_db, autocommit=True) as admin:
+        admin.execute(psycopg.sql.SQL("CREATE ROLE {} NOLOGIN").format(psycopg.sql.Identifier(name)))
+        admin.execute(
+            psycopg.sql.SQL("GRANT fairsched_worker, fairsched_producer TO {}").format(
+                psycopg.sql.Identifier(name)
+            )
+        )
+    try:
+        yield name
+    finally:
+        with psycopg.connect(fresh_db, autocommit=True) as admin:
+            admin.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(name)))
+
+
+def test_the_duty_needs_a_role_that_may_enqueue(
+    fresh_db: str, db: psycopg.Connection, tmp_path: Path, jobs_login: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    apply(fresh_db, tmp_path)
+    miss(db, "minutely", 1)
+    with Client(make_conninfo(fresh_db, options="-c role=fairsched_worker"), pool_size=2) as worker:
+        scheduler = Scheduler(worker)
+        scheduler.tick()
+    assert scheduler.off and jobs(db) == []
+    assert "schedule duty off in this worker: its role may not enqueue" in caplog.text
+    assert "GRANT fairsched_producer TO <worker login>" in caplog.text
+
+    with Client(make_conninfo(fresh_db, options=f"-c role={jobs_login}"), pool_size=2) as both:
+        scheduler = Scheduler(both)
+        assert 0 < scheduler.tick() <= MAX_SLEEP_SECONDS
+    assert not scheduler.off and len(jobs(db)) == 1
