@@ -23,7 +23,7 @@ from fairsched.errors import InvalidInput
 
 MAX_CRON_CHARS = 200
 """The longest cron expression (the database holds no longer)."""
-_TICK = timedelta(microseconds=1)
+_SECOND = timedelta(seconds=1)
 
 
 def zone_checked(name: str) -> ZoneInfo:
@@ -84,9 +84,10 @@ class Cron:
 
     def latest_at_or_before(self, moment: datetime) -> datetime | None:
         """The last tick at ``moment`` or before it (``None``: none in the 50 years before)."""
-        # Reverse iteration starts strictly before a whole second and at or before a
-        # fraction of one: a microsecond later makes ``moment`` itself count.
-        return next(self._ticks(moment + _TICK, reverse=True), None)
+        # Reverse iteration yields ticks strictly before its start, a whole second (cronsim
+        # drops fractions; releases differ on whether that whole second itself counts).
+        start = moment.replace(microsecond=0) + _SECOND
+        return next(self._ticks(start, reverse=True), None)
 
     def upcoming(self, moment: datetime, count: int) -> list[datetime]:
         """The next ``count`` ticks strictly after ``moment``."""

@@ -130,6 +130,21 @@ def test_after_downtime_the_latest_missed_tick_is_enqueued_once(
     assert jobs(db) == []
 
 
+def test_jitter_delays_the_job_within_its_range(
+    fresh_db: str, db: psycopg.Connection, tmp_path: Path
+) -> None:
+    apply(fresh_db, tmp_path)
+    db.execute("UPDATE fairsched.schedules SET next_tick = now() - interval '1 day' WHERE name = 'nightly'")
+    before = now(db)
+    [ticked] = schedules_enqueue_due(db, max_payload_bytes=65536)
+    row = db.execute(
+        "SELECT available_at, created_at FROM fairsched.jobs WHERE id = %s", (ticked.job_id,)
+    ).fetchone()
+    assert row is not None
+    available_at, created_at = row
+    assert before <= created_at <= available_at <= created_at + timedelta(seconds=30)
+
+
 def test_a_tick_another_process_holds_is_skipped_and_enqueued_once(
     fresh_db: str, db: psycopg.Connection, tmp_path: Path
 ) -> None:

@@ -4,7 +4,8 @@ jobs; workers down across ticks, then back: the latest missed tick, once.
 The clock of record is the database's (docs/schedules.md), and that clock cannot be
 stepped: the schedules tick every second (cron's optional seconds field) at moments the
 test picks, so that real time crosses exactly those ticks while the workers run. Every
-worker wakes at each tick and races for it.
+worker wakes at each tick and races for it. The ticks are 2 seconds apart: a worker late
+by more than the gap would rightly enqueue only the latest of them.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def test_three_workers_and_five_ticks_make_five_jobs(
     for _ in range(3):
         workers.start({"probe": 2})
     wait_listening(db, 3)
-    ticks = ticks_ahead(db, [0, 1, 2, 3, 4])
+    ticks = ticks_ahead(db, [0, 2, 4, 6, 8], lead=5)
     apply_schedule(fresh_db, tmp_path, ticks)
 
     wait_past(db, ticks[-1])
@@ -101,9 +102,9 @@ def test_three_workers_and_five_ticks_make_five_jobs(
 def test_after_downtime_the_latest_missed_tick_runs_once(
     client: Client, workers: Workers, db: psycopg.Connection, fresh_db: str, tmp_path: Path
 ) -> None:
-    # Applied while no worker runs: ticks 0, 1 and 2 pass unseen; tick 10 comes after the
+    # Applied while no worker runs: ticks 0, 1 and 2 pass unseen; tick 16 comes after the
     # workers are back.
-    ticks = ticks_ahead(db, [0, 1, 2, 10], lead=3)
+    ticks = ticks_ahead(db, [0, 1, 2, 16], lead=3)
     apply_schedule(fresh_db, tmp_path, ticks)
     wait_for(lambda: db_now(db) > ticks[2] + timedelta(seconds=0.5), "the missed ticks passed")
     assert scheduled_keys(db) == []

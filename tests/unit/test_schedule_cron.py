@@ -55,6 +55,8 @@ def test_the_latest_tick_at_or_before_counts_the_moment_itself() -> None:
     assert cron.next_after(utc(2026, 1, 5, 10, 15)) == utc(2026, 1, 5, 10, 30)
     seconds = Cron.parse("*/10 * * * * *")
     assert seconds.latest_at_or_before(utc(2026, 1, 5, 10, 0, 25, 500)) == utc(2026, 1, 5, 10, 0, 20)
+    assert seconds.latest_at_or_before(utc(2026, 1, 5, 10, 0, 20)) == utc(2026, 1, 5, 10, 0, 20)
+    assert seconds.latest_at_or_before(utc(2026, 1, 5, 10, 0, 19, 999_999)) == utc(2026, 1, 5, 10, 0, 10)
     assert seconds.next_after(utc(2026, 1, 5, 10, 0, 20, 1)) == utc(2026, 1, 5, 10, 0, 30)
 
 
