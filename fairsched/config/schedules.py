@@ -38,23 +38,18 @@ def schedules_check(settings: Settings) -> None:
             raise InvalidInput(f"schedules.{schedule.name}.payload: {e}") from None
 
 
-def _timing_changed(wanted: ScheduleSettings, stored: StoredSchedule | None) -> bool:
-    if stored is None:
-        return True
+def _timing_changed(wanted: ScheduleSettings, stored: StoredSchedule) -> bool:
+    """A new expression or zone, or enabled again: the schedule starts afresh."""
     old = stored.settings
     return (old.cron, old.timezone) != (wanted.cron, wanted.timezone) or (wanted.enabled and not old.enabled)
 
 
-def schedules_apply(conn: psycopg.Connection, settings: Settings, *, prune: bool = False) -> list[Removal]:
-    """Write the file's schedules inside the caller's transaction, after its queues; with
-    ``prune``, remove the schedules absent from the file. Refuses (changing nothing) a
-    schedule whose queue is not declared, or that ``prune`` would remove."""
-    schedules_check(settings)
-    stored = schedules_read(conn, lock=True)
+def _queues_check(conn: psycopg.Connection, settings: Settings, *, prune: bool) -> None:
+    """Refuse a schedule whose queue is not declared, or that ``prune`` removes."""
     queues = sorted({s.queue for s in settings.schedules})
     with operation("schedules_queues_declared"):
         rows = conn.execute(QUERIES["schedules_queues_declared"], {"names": queues}).fetchall()
-    declared = {row[0] for row in rows}
+    declared = {row[0] for row in rows} | set(settings.queues)
     going = set(queues) - set(settings.queues) if prune else set()
     for schedule in settings.schedules:
         if schedule.queue not in declared:
@@ -67,6 +62,15 @@ def schedules_apply(conn: psycopg.Connection, settings: Settings, *, prune: bool
                 f"schedules.{schedule.name}: queue {schedule.queue} is absent from the file, so "
                 "--prune would remove it: declare it in the file; nothing changed"
             )
+
+
+def schedules_apply(conn: psycopg.Connection, settings: Settings, *, prune: bool = False) -> list[Removal]:
+    """Write the file's schedules inside the caller's transaction, after its queues; with
+    ``prune``, remove the schedules absent from the file. Refuses (changing nothing) a
+    schedule whose queue is not declared, or that ``prune`` would remove."""
+    schedules_check(settings)
+    stored = schedules_read(conn, lock=True)
+    _queues_check(conn, settings, prune=prune)
     with operation("schedules_now"):
         now_row = conn.execute(QUERIES["schedules_now"]).fetchone()
     assert now_row is not None
@@ -96,7 +100,10 @@ def _removal(stored: StoredSchedule) -> Removal:
 
 
 def schedules_prune_plan(conn: psycopg.Connection, settings: Settings) -> list[Removal]:
-    """The schedules ``config apply --prune`` would remove (read only)."""
+    """The schedules ``config apply --prune`` would remove (read only); refuses what the
+    real run refuses."""
+    schedules_check(settings)
+    _queues_check(conn, settings, prune=True)
     wanted = {s.name for s in settings.schedules}
     return [_removal(s) for name, s in sorted(schedules_read(conn).items()) if name not in wanted]
 

@@ -1,8 +1,8 @@
 """The runtime of a worker whose database answered: its queues, services and shutdown.
 
 :class:`Runtime` starts one :class:`~fairsched.worker.runner.QueueRunner` per queue,
-the finisher, the heartbeater, the listener, the recovery sweeper, the head keeper and
-the pruner and the schedule duty;
+the finisher, the heartbeater, the listener, the recovery sweeper, the head keeper, the
+pruner and the schedule duty;
 :class:`Running` holds the jobs whose handlers run now. On stop it claims no more, lets
 running jobs finish within the grace period, then releases (fenced) what still runs
 and records what finished.

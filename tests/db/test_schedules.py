@@ -272,9 +272,10 @@ def test_prune_refuses_a_queue_a_schedule_of_the_file_needs(
 ) -> None:
     apply(fresh_db, tmp_path)
     moved = "[queues.other]\n" + CONFIG.replace("[queues.reports]\n", "")
-    result = cli(fresh_db, "config", "apply", str(write(tmp_path, moved)), "--prune")
-    assert result.exit_code == 1
-    assert "queue reports is absent from the file, so --prune would remove it" in one_error_line(result)
+    for dry in ((), ("--dry-run",)):
+        result = cli(fresh_db, "config", "apply", str(write(tmp_path, moved)), "--prune", *dry)
+        assert result.exit_code == 1
+        assert "queue reports is absent from the file, so --prune would remove it" in one_error_line(result)
     assert db.execute("SELECT count(*) FROM fairsched.queues WHERE name = 'other'").fetchone() == (0,)
 
 
