@@ -15,6 +15,7 @@ import logging
 
 import psycopg
 
+from fairsched import metrics
 from fairsched.client import Client
 from fairsched.db.connection import redact
 from fairsched.errors import FairschedError
@@ -53,6 +54,8 @@ class Scheduler(Service):
                 for ticked in schedules_enqueue_due(
                     conn, max_payload_bytes=self._client.settings.max_payload_bytes
                 ):
+                    caught_up = "true" if ticked.skipped_since is not None else "false"
+                    metrics.SCHEDULE_TICKS.labels(ticked.schedule, caught_up).inc()
                     log.info(
                         "schedule %s: tick %s enqueued as job %d",
                         ticked.schedule,

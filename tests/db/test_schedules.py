@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 from cli_support import cli, one_error_line
+from prometheus_client import REGISTRY
 from psycopg.conninfo import make_conninfo
 
 from fairsched import Client
@@ -330,7 +331,11 @@ def test_the_duty_needs_a_role_that_may_enqueue(
     assert "schedule duty off in this worker: its role may not enqueue" in caplog.text
     assert "GRANT fairsched_producer TO <worker login>" in caplog.text
 
+    counted = {"schedule": "minutely", "caught_up": "true"}
+    before = REGISTRY.get_sample_value("fairsched_schedule_ticks_total", counted) or 0.0
     with Client(make_conninfo(fresh_db, options=f"-c role={jobs_login}"), pool_size=2) as both:
         scheduler = Scheduler(both)
         assert 0 < scheduler.tick() <= MAX_SLEEP_SECONDS
     assert not scheduler.off and len(jobs(db)) == 1
+    # The tick a minute late was the latest of missed ones.
+    assert REGISTRY.get_sample_value("fairsched_schedule_ticks_total", counted) == before + 1
