@@ -26,6 +26,8 @@ Why these bounds:
 - Caps, 1 to 1,000,000 running jobs: beyond is no cap (and a PostgreSQL integer).
 - ``run_at``, from 1 day before now to 3650 days after (the client's clock; the day
   allows for clock skew and replays): outside is a mistake, not a plan.
+- A schedule's jitter, at most 1 hour: it spreads the jobs of many schedules due at the
+  same tick; a later start is a later tick.
 - Payloads, at most 100 levels deep and integers of at most 500 digits: the JSON encoder
   gives up near Python's recursion limit, which depends on the caller's stack, and
   Python converts at least 640 digits per integer in every process, so below both the
@@ -66,6 +68,8 @@ PREPARE_THRESHOLD_MAX = 1_000_000
 RUN_AT_PAST = timedelta(days=1)
 RUN_AT_FUTURE = timedelta(days=3650)
 """``run_at`` lies within ``[now - RUN_AT_PAST, now + RUN_AT_FUTURE]``."""
+SCHEDULE_JITTER_MAX_SECONDS = 3600.0
+"""1 hour: the longest ``jitter`` of a schedule (0 or more)."""
 PAYLOAD_MAX_DEPTH = 100
 """Lists and objects nested in a payload, at most."""
 PAYLOAD_MAX_INT_DIGITS = 500

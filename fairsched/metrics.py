@@ -182,6 +182,12 @@ def record_claims(leases: Sequence[ClaimedJob], labels: TenantLabels) -> None:
                 tenant_waits.observe(wait)
 
 
+SCHEDULE_TICKS = Counter(
+    "fairsched_schedule_ticks_total",
+    "Schedule ticks this process enqueued, by schedule; caught_up is true for the latest "
+    "of missed ticks (the earlier ones were skipped).",
+    ["schedule", "caught_up"],
+)
 PRUNED_ROWS = Counter(
     "fairsched_pruned_rows_total",
     "Rows deleted past their queue's retention by this process's pruner, by kind "

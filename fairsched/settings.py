@@ -35,6 +35,7 @@ from pydantic_settings import (
 
 from fairsched import bounds
 from fairsched.errors import ConfigError, InvalidInput
+from fairsched.schedules.spec import ScheduleSettings, names_distinct
 
 QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")]
 """Queue names: letters, digits and ``_ . : -``, at most 63 characters."""
@@ -297,6 +298,14 @@ class Settings(BaseSettings):
     log_level: LogLevel = Field("info", description="the worker's lowest level logged")
     queues: dict[QueueName, QueueSettings] = Field(default_factory=dict)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
+    schedules: list[ScheduleSettings] = Field(
+        default_factory=list, description="periodic jobs ([[schedules]], docs/schedules.md)"
+    )
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedule_names(cls, schedules: list[ScheduleSettings]) -> list[ScheduleSettings]:
+        return names_distinct(schedules)
 
     @field_validator("prepare_threshold", mode="before")
     @classmethod
@@ -367,7 +376,7 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
         raise ConfigError(f"{where}: {e}") from None
 
 
-_INPUT_NOT_SHOWN = {"missing", "params", "rate", "rate_without_ratelimit"}
+_INPUT_NOT_SHOWN = {"missing", "params", "rate", "rate_without_ratelimit", "schedule_twice"}
 """Errors whose message already says what was given (or there was nothing)."""
 
 

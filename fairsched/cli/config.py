@@ -55,7 +55,9 @@ def config_apply(
     file: Path | None = FileArgument,
     config: str | None = ConfigOption,
     prune: bool = typer.Option(
-        False, "--prune", help="also remove queues and per-queue tenant settings absent from the file"
+        False,
+        "--prune",
+        help="also remove queues, per-queue tenant settings and schedules absent from the file",
     ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="with --prune: list what it would remove, change nothing"
@@ -64,8 +66,8 @@ def config_apply(
         False, "--force", help="with --prune: remove queues whose jobs all finished (their rows stay)"
     ),
 ) -> None:
-    """Write the file's queues, policies, tenant weights, caps and rates to the database,
-    atomically.
+    """Write the file's queues, policies, tenant weights, caps and rates, and its
+    schedules, to the database, atomically.
 
     Top-level [tenants.X] apply to every queue whose stack has the weighted policy (their
     rates: the ratelimit policy), unless the queue lists the tenant itself. A file queue's
@@ -94,6 +96,9 @@ def config_apply(
             return
         applied = configsync.apply(conn, settings, prune=prune, force=force)
     typer.echo(f"applied {len(settings.queues)} queues: {', '.join(sorted(settings.queues))}")
+    if settings.schedules:
+        names = ", ".join(sorted(s.name for s in settings.schedules))
+        typer.echo(f"applied {len(settings.schedules)} schedules: {names}")
     for removal in applied.removed:
         typer.echo(removal.line(done=True))
     for queue, count in sorted(applied.rekeyed.items()):
@@ -107,15 +112,18 @@ def config_diff(
     exit_code: bool = typer.Option(False, "--exit-code", help="exit 1 when something differs"),
     as_json: bool = JsonOption,
 ) -> None:
-    """What differs between a config file and the database (queues, policies, tenants)."""
-    from fairsched.config import compare
+    """What differs between a config file and the database (queues, policies, tenants,
+    schedules)."""
+    from fairsched.config import compare, schedules
     from fairsched.config import sync as configsync
+    from fairsched.schedules.store import schedules_read
 
     path = _config_file(file, config)
     settings = load_settings(path)
     configsync.check(settings, str(path))
     with open_client(None, settings) as client, client.connection() as conn:
         differences = compare.diff(settings, configsync.database_settings(conn))
+        differences += schedules.schedules_diff(settings, schedules_read(conn))
     if as_json:
         print_json([vars(d) | {"file": _plain(d.file), "database": _plain(d.database)} for d in differences])
     elif differences:
@@ -136,12 +144,15 @@ def config_export(
     output: Path | None = typer.Option(None, "--output", "-o", help="write to this file, not stdout"),
     config: str | None = ConfigOption,
 ) -> None:
-    """The database's queues, policies and tenant settings as TOML (config apply reads it back)."""
-    from fairsched.config import compare
+    """The database's queues, policies, tenant settings and schedules as TOML (config apply
+    reads it back)."""
+    from fairsched.config import compare, schedules
     from fairsched.config import sync as configsync
+    from fairsched.schedules.store import schedules_read
 
     with open_client(config) as client, client.connection() as conn:
         text = compare.export_toml(configsync.database_settings(conn), now=database_now(conn))
+        text += schedules.schedules_toml(schedules_read(conn))
     if output is None:
         typer.echo(text, nl=False)
     else:

@@ -82,6 +82,12 @@ def check(settings: Settings, where: str) -> None:
             resolve(queue.policies)
         except ConfigError as e:
             raise ConfigError(f"{where}: queues.{name}.policies: {e}") from None
+    from fairsched.config.schedules import schedules_check  # it builds on this module
+
+    try:
+        schedules_check(settings)
+    except InvalidInput as e:
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def shown(value: Any) -> str:
@@ -235,8 +241,11 @@ class _PrunePlan:
 
 def prune_plan(conn: psycopg.Connection, settings: Settings, *, force: bool = False) -> list[Removal]:
     """What ``config apply --prune`` would remove (read only); raises :class:`InvalidInput`
-    naming every queue it would refuse, as the real run does."""
-    return _prune_plan(conn, settings, force=force).removals
+    naming every queue it would refuse, as the real run does. Schedules absent from the
+    file come first: they go before the queues."""
+    from fairsched.config.schedules import schedules_prune_plan  # it builds on this module
+
+    return schedules_prune_plan(conn, settings) + _prune_plan(conn, settings, force=force).removals
 
 
 def _prune_plan(conn: psycopg.Connection, settings: Settings, *, force: bool) -> _PrunePlan:
@@ -305,14 +314,17 @@ def _prune(conn: psycopg.Connection, plan: _PrunePlan) -> None:
 def apply(
     conn: psycopg.Connection, settings: Settings, *, prune: bool = False, force: bool = False
 ) -> Applied:
-    """Write every queue of ``settings`` with its tenants, in one transaction; with
-    ``prune``, remove in the same transaction what left the file (:func:`prune_plan`:
-    a refused queue changes nothing at all).
+    """Write every queue of ``settings`` with its tenants, then its schedules
+    (:mod:`fairsched.config.schedules`), in one transaction; with ``prune``, remove in
+    the same transaction what left the file (:func:`prune_plan`: a refused queue
+    changes nothing at all).
 
     Running workers see the change on their next claims (their stack cache lives
     one second) and are woken by a notification on each queue. Queues whose aging
     interval changed have their queued jobs re-keyed after the commit.
     """
+    from fairsched.config.schedules import schedules_apply  # it builds on this module
+
     inherited: list[tuple[str, str, TenantSettings]] = []
     for name, queue in settings.queues.items():
         if orders_tenants(queue):
@@ -332,12 +344,13 @@ def apply(
                 },
             )
         rates_apply(conn, settings)
+        removed = schedules_apply(conn, settings, prune=prune)  # before the queues they name
         if plan is not None:
             _prune(conn, plan)
+            removed += plan.removals
         for name in settings.queues:
             conn.execute(QUERIES["configsync_queue_notify"], {"name": name})
     forget_stacks()
-    removed = plan.removals if plan is not None else []
     return Applied(removed, rekey_after(conn, changed) if outermost else {})
 
 

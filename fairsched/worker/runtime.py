@@ -1,8 +1,8 @@
 """The runtime of a worker whose database answered: its queues, services and shutdown.
 
 :class:`Runtime` starts one :class:`~fairsched.worker.runner.QueueRunner` per queue,
-the finisher, the heartbeater, the listener, the recovery sweeper, the head keeper and
-the pruner;
+the finisher, the heartbeater, the listener, the recovery sweeper, the head keeper, the
+pruner and the schedule duty;
 :class:`Running` holds the jobs whose handlers run now. On stop it claims no more, lets
 running jobs finish within the grace period, then releases (fenced) what still runs
 and records what finished.
@@ -29,6 +29,7 @@ from fairsched.worker.heartbeat import Heartbeater
 from fairsched.worker.listener import Listener
 from fairsched.worker.pruner import Pruner
 from fairsched.worker.runner import QueueRunner
+from fairsched.worker.scheduler import Scheduler
 from fairsched.worker.service import retry_transient
 from fairsched.worker.sweeper import Sweeper
 
@@ -114,6 +115,7 @@ class Runtime:
         self._sweeper = Sweeper(client, settings.recovery_interval_seconds, lambda: self.wake(None))
         self._headkeeper = HeadKeeper(client, settings.head_refresh_seconds)
         self._pruner = Pruner.from_environment(client)
+        self._scheduler = Scheduler(client, self.crashed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
@@ -130,6 +132,7 @@ class Runtime:
         self._sweeper.start()
         self._headkeeper.start()
         self._pruner.start()
+        self._scheduler.start()
         while not self._stop.wait(1.0):
             self._record_pool_stats()
         self._shutdown()
@@ -191,6 +194,7 @@ class Runtime:
         self._sweeper.stop()
         self._headkeeper.stop()
         self._pruner.stop()
+        self._scheduler.stop()
         for runner in self.runners.values():
             runner.stop_claiming(max(0.0, deadline - time.monotonic()))
         while self.running.snapshot() and time.monotonic() < deadline and not self._hurry.is_set():

@@ -263,6 +263,35 @@ TABLE fairsched.ratelimits
   GRANT ALL ON TABLE fairsched.ratelimits TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.ratelimits TO fairsched_worker
 
+TABLE fairsched.schedules
+  COLUMN name text NOT NULL
+  COLUMN cron text NOT NULL
+  COLUMN timezone text NOT NULL
+  COLUMN queue_name text NOT NULL
+  COLUMN tenant text NOT NULL
+  COLUMN payload jsonb NOT NULL DEFAULT '{}'::jsonb
+  COLUMN priority integer NOT NULL DEFAULT 0
+  COLUMN jitter_seconds double precision NOT NULL DEFAULT 0
+  COLUMN enabled boolean NOT NULL DEFAULT true
+  COLUMN next_tick timestamp with time zone
+  COLUMN last_tick timestamp with time zone
+  COLUMN last_job_id bigint
+  COLUMN created_at timestamp with time zone NOT NULL DEFAULT now()
+  COLUMN updated_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT schedules_cron_check CHECK (((length(cron) >= 1) AND (length(cron) <= 200)))
+  CONSTRAINT schedules_jitter_in_range CHECK (((jitter_seconds >= (0)::double precision) AND (jitter_seconds <= (3600)::double precision)))
+  CONSTRAINT schedules_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$'::text))
+  CONSTRAINT schedules_next_after_last CHECK ((next_tick > last_tick))
+  CONSTRAINT schedules_pkey PRIMARY KEY (name)
+  CONSTRAINT schedules_queue_name_fkey FOREIGN KEY (queue_name) REFERENCES fairsched.queues(name)
+  CONSTRAINT schedules_tenant_check CHECK (((length(tenant) >= 1) AND (length(tenant) <= 128)))
+  CONSTRAINT schedules_timezone_check CHECK (((length(timezone) >= 1) AND (length(timezone) <= 64)))
+  INDEX CREATE INDEX schedules_due_idx ON fairsched.schedules USING btree (next_tick) WHERE enabled
+  INDEX CREATE UNIQUE INDEX schedules_pkey ON fairsched.schedules USING btree (name)
+  GRANT ALL ON TABLE fairsched.schedules TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.schedules TO fairsched_worker
+  GRANT UPDATE (next_tick, last_tick, last_job_id, updated_at) ON TABLE fairsched.schedules TO fairsched_worker
+
 TABLE fairsched.schema_migrations
   COLUMN version text NOT NULL
   COLUMN name text NOT NULL
