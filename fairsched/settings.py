@@ -36,6 +36,7 @@ from pydantic_settings import (
 
 from fairsched import bounds
 from fairsched.errors import ConfigError, InvalidInput
+from fairsched.web.settings import WebSettings
 
 QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")]
 """Queue names: letters, digits and ``_ . : -``, at most 63 characters."""
@@ -302,6 +303,7 @@ class Settings(BaseSettings):
     log_level: LogLevel = Field("info", description="the worker's lowest level logged")
     queues: dict[QueueName, QueueSettings] = Field(default_factory=dict)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
+    web: WebSettings = Field(default_factory=WebSettings, description="fairsched web: see docs/web.md")
 
     @field_validator("prepare_threshold", mode="before")
     @classmethod

@@ -27,7 +27,7 @@ from fairsched import Client, QueueSettings, Settings
 from fairsched.db.migrate import migrate, migrations_dir
 
 DB_PREFIX = "fairsched_test_"
-TIERS = ("unit", "db", "processes", "faults")
+TIERS = ("unit", "db", "processes", "faults", "web")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fairsched.cli import aggregate, config, dead, jobs, monitor, policy, prune, run, tenant
 from fairsched.cli.bench import bench
+from fairsched.cli.web import web
 from fairsched.cli.root import app, plain_help
 
 for command in (
@@ -19,6 +20,7 @@ for command in (
     run.exporter,
     run.demo,
     run.simulate,
+    web,
     bench,
 ):
     app.command()(command)
