@@ -1,0 +1,294 @@
+"""The dashboard in a real Chromium, against a real database and real worker processes.
+
+Every page loads without console errors; the share chart and the counts move while
+workers run; a weight changed in the page reaches ``fairsched tenant list`` and the
+claims that follow; a dead job replayed from the page runs again; a change without the
+login or the CSRF field is refused and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import pytest
+from conftest import log_in
+from playwright.sync_api import Page
+from web_support import WebServer
+from worker_support import FAIRSCHED, Workers, wait_for
+
+from fairsched import Client, JobSpec, QueueSettings, Settings
+
+QUEUE = "probe"
+
+CLAIMS_SINCE = """
+SELECT tenant FROM (
+    SELECT j.tenant, a.claimed_at AS at FROM fairsched.attempts a JOIN fairsched.jobs j ON j.id = a.job_id
+    UNION ALL
+    SELECT tenant, started_at FROM fairsched.jobs WHERE status IN ('running', 'succeeded')
+) c
+WHERE at >= %(since)s ORDER BY at LIMIT %(count)s
+"""
+"""The first claims made since a time, as the tenants they went to."""
+
+
+def declare(fresh_db: str, **values: Any) -> Client:
+    client = Client(fresh_db, settings=Settings())
+    client.declare_queue(QUEUE, QueueSettings(lease_seconds=10, max_attempts=1, **values))
+    return client
+
+
+def fill(client: Client, tenant: str, count: int, payload: dict[str, Any] | None = None) -> None:
+    client.enqueue_many(QUEUE, [JobSpec(payload or {"sleep": 0.02}, tenant=tenant) for _ in range(count)])
+
+
+def db_now(db: psycopg.Connection) -> datetime:
+    row = db.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0]  # type: ignore[no-any-return]
+
+
+def claims_since(db: psycopg.Connection, since: datetime, count: int) -> Counter[str]:
+    rows = wait_for(
+        lambda: (
+            len(found := db.execute(CLAIMS_SINCE, {"since": since, "count": count}).fetchall()) == count
+            and found
+        ),
+        f"{count} claims",
+    )
+    return Counter(tenant for (tenant,) in rows)
+
+
+def a_dead_job(client: Client, db: psycopg.Connection, workers: Workers, **spec: Any) -> int:
+    """A job that a real worker ran and that died (a permanent error), its id."""
+    job_id = client.enqueue(QUEUE, {"fail": "permanent", "record": True}, tenant="acme", **spec)
+    worker = workers.start({QUEUE: 1})
+    wait_for(lambda: _status(db, job_id) == "dead", f"job {job_id} dead")
+    worker.stop()
+    return job_id
+
+
+def _status(db: psycopg.Connection, job_id: int) -> str | None:
+    row = db.execute("SELECT status FROM fairsched.jobs WHERE id = %s", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
+def test_every_page_loads_without_console_errors(
+    fresh_db: str, db: psycopg.Connection, workers: Workers, server: WebServer, page: Page
+) -> None:
+    from apps.probe import create_probe_tables
+
+    create_probe_tables(db)
+    with declare(fresh_db, policies=["weighted", "aging", "serial"]) as client:
+        fill(client, "acme", 20)
+        fill(client, "globex", 10)
+        dead = a_dead_job(client, db, workers, aggregate_key="order-1", aggregate_seq=1)
+        client.enqueue(QUEUE, {"sleep": 0}, tenant="acme", aggregate_key="order-1", aggregate_seq=2)
+    log_in(page, server)
+    paths = [
+        "",
+        f"queues/{QUEUE}",
+        f"queues/{QUEUE}?sort=weight&dir=asc",
+        "starvation",
+        "aggregates",
+        "dead",
+        f"dead?queue={QUEUE}&tenant=acme&code=fairsched.errors.PermanentError",
+        f"jobs/{dead}",
+        f"actions/tenant?queue={QUEUE}&tenant=acme",
+    ]
+    for path in paths:
+        response = page.goto(server.url + path)
+        assert response is not None and response.status == 200, path
+        page.wait_for_timeout(700)  # a live refresh or two, and the chart's first samples
+    page.goto(server.url + "aggregates")
+    assert page.locator("#blocked").get_by_text("order-1").count() == 1
+    page.goto(f"{server.url}jobs/{dead}")
+    assert "<str>" in page.inner_text("#payload")  # a redacted shape: "fail": "<str>"
+    assert "permanent" not in page.inner_text("#payload")
+    assert page.console.errors == []  # type: ignore[attr-defined]
+
+
+def test_the_share_chart_and_the_counts_move_while_workers_run(
+    fresh_db: str, workers: Workers, server: WebServer, page: Page
+) -> None:
+    with declare(fresh_db, policies=["weighted"]) as client:
+        fill(client, "acme", 2000)
+        fill(client, "globex", 2000)
+        client.set_tenant_share(QUEUE, "acme", weight=3)
+    log_in(page, server)
+    page.goto(f"{server.url}queues/{QUEUE}")
+    claimable = page.inner_text("[data-field=claimable]")
+    workers.start({QUEUE: 4})
+    wait_for(lambda: int(page.get_attribute("#share-chart", "data-samples") or 0) >= 4, "4 chart samples")
+    wait_for(lambda: page.inner_text("[data-field=claimable]") != claimable, "the claimable count to change")
+    observed = page.inner_text("#tenants tr[data-tenant=acme] td:nth-child(5)")
+    wait_for(
+        lambda: page.inner_text("#tenants tr[data-tenant=acme] td:nth-child(5)") != observed, "acme's share"
+    )
+    # the chart's series hold observed shares near the entitled 75% / 25%
+    page.goto(server.url)
+    wait_for(
+        lambda: page.inner_text(f"tr[data-queue={QUEUE}] [data-field=claimed]") not in ("-", "0.0"), "a rate"
+    )
+    assert page.console.errors == []  # type: ignore[attr-defined]
+
+
+def test_a_weight_change_in_the_page_reaches_tenant_list_and_the_next_claims(
+    fresh_db: str, db: psycopg.Connection, workers: Workers, server: WebServer, page: Page
+) -> None:
+    with declare(fresh_db, policies=["weighted"]) as client:
+        fill(client, "a", 3000)
+        fill(client, "b", 3000)
+    workers.start({QUEUE: 4})
+    before = claims_since(db, db_now(db), 200)
+    log_in(page, server)
+    page.goto(f"{server.url}queues/{QUEUE}")
+    page.click("#tenants tr[data-tenant=b] a:text('change')")
+    page.fill("#weight", "4")
+    page.click("#preview")
+    changes = page.inner_text("#changes")
+    assert "weight" in changes and "1" in changes and "4" in changes
+    assert "web:token" in page.inner_text("main")
+    changed = db_now(db)
+    page.click("#confirm")
+    assert "changed" in page.inner_text("#done")
+    listed = subprocess.run(
+        [str(FAIRSCHED), "tenant", "list", QUEUE, "--json"],
+        env={"FAIRSCHED_DATABASE_URL": fresh_db, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    weights = {row["tenant"]: row["weight"] for row in json.loads(listed.stdout)}
+    assert weights == {"a": 1.0, "b": 4.0}
+    after = claims_since(db, changed, 300)
+    share_b = after["b"] / sum(after.values())
+    print(f"before {dict(before)}; after b=4: {dict(after)} (b {share_b:.3f})")
+    assert abs(before["b"] / sum(before.values()) - 0.5) <= 0.08, before
+    assert abs(share_b - 0.8) <= 0.08, after
+    assert page.console.errors == []  # type: ignore[attr-defined]
+
+
+def test_a_dead_job_replayed_from_the_page_runs_again(
+    fresh_db: str, db: psycopg.Connection, workers: Workers, server: WebServer, page: Page
+) -> None:
+    from apps.probe import create_probe_tables
+
+    create_probe_tables(db)
+    with declare(fresh_db) as client:
+        job_id = a_dead_job(client, db, workers)
+    log_in(page, server)
+    page.goto(f"{server.url}dead?queue={QUEUE}")
+    page.locator(f"tr[data-job='{job_id}'] button:text('replay')").click()
+    assert "dead" in page.inner_text("#changes") and "pending" in page.inner_text("#changes")
+    assert _status(db, job_id) == "dead"  # the preview changed nothing
+    page.click("#confirm")
+    assert "replayed" in page.inner_text("#done")
+    workers.start({QUEUE: 1})
+    starts = "SELECT count(*) FROM public.probe_events WHERE job_id = %s AND event = 'start'"
+    wait_for(
+        lambda: (db.execute(starts, (job_id,)).fetchone() or (0,))[0] == 2, "the replayed job to run again"
+    )
+    wait_for(lambda: _status(db, job_id) == "dead", "the replayed run to end")
+    page.goto(f"{server.url}jobs/{job_id}")
+    events = page.inner_text("#events")
+    assert "replayed" in events and "web:token" in events
+    assert page.locator("#attempts tbody tr").count() == 2
+    assert page.console.errors == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("reason", ["no login", "no csrf", "wrong csrf", "other origin"])
+def test_a_change_without_login_or_csrf_is_refused(
+    fresh_db: str, reason: str, server: WebServer, page: Page
+) -> None:
+    with declare(fresh_db, policies=["weighted"]) as client:
+        fill(client, "acme", 5)
+        client.set_tenant_share(QUEUE, "acme", weight=2)
+    form = {"queue": QUEUE, "tenant": "acme", "weight": "9", "confirmed": "1"}
+    headers = {}
+    if reason != "no login":
+        log_in(page, server)
+        page.goto(f"{server.url}queues/{QUEUE}")
+        csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "fairsched_csrf")
+        form["csrf"] = {"no csrf": "", "wrong csrf": csrf[::-1], "other origin": csrf}[reason]
+        if reason == "other origin":
+            headers["Origin"] = "https://evil.example"
+    response = page.request.post(f"{server.url}actions/tenant", form=form, headers=headers, max_redirects=0)
+    assert response.status == (401 if reason == "no login" else 403), response.text()
+    with declare(fresh_db, policies=["weighted"]) as client:
+        assert {s.tenant: s.weight for s in client.tenant_shares(QUEUE)} == {"acme": 2.0}
+
+
+def test_bad_input_gets_a_clear_error_and_changes_nothing(
+    fresh_db: str, db: psycopg.Connection, server: WebServer, page: Page
+) -> None:
+    with declare(fresh_db, policies=["weighted"]) as client:
+        fill(client, "acme", 5)
+    log_in(page, server)
+    for path, status in [
+        ("queues/no%20such%20queue", 400),
+        ("queues/nosuch", 404),
+        ("queues/%3Cscript%3Ealert(1)%3C%2Fscript%3E", 404),  # the %2F makes it no route
+        ("queues/%3Cb%3Ebold%22'", 400),
+        ("jobs/999999999", 404),
+        ("jobs/-1", 400),
+        ("jobs/99999999999999999999999", 400),
+        (f"queues/{QUEUE}?sort=id;drop", 400),
+        (f"queues/{QUEUE}?page=0", 400),
+        ("dead?limit=100000", 400),
+        ("dead?tenant=%00", 400),
+    ]:
+        response = page.goto(server.url + path)
+        assert response is not None and response.status == status, (path, response and response.status)
+        assert page.locator("#error").count() == 1, path
+        assert "<script>" not in page.content().replace("&lt;script&gt;", ""), path
+    page.goto(f"{server.url}queues/{QUEUE}")
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "fairsched_csrf")
+    before = db.execute("SELECT tenant, weight, cap FROM fairsched.tenant_shares ORDER BY 1").fetchall()
+    for form, status in [
+        ({"queue": QUEUE, "tenant": "acme", "weight": "1e9"}, 400),
+        ({"queue": QUEUE, "tenant": "acme", "weight": "nan"}, 400),
+        ({"queue": QUEUE, "tenant": "acme", "cap": "-1"}, 400),
+        ({"queue": QUEUE, "tenant": "x" * 200, "weight": "2"}, 400),
+        ({"queue": "no such", "tenant": "acme", "weight": "2"}, 400),
+        ({"queue": "nosuch", "tenant": "acme", "weight": "2"}, 404),
+        ({"queue": QUEUE, "tenant": "acme", "weight": "2", "pad": "x" * 20_000}, 413),
+    ]:
+        response = page.request.post(
+            f"{server.url}actions/tenant", form={**form, "csrf": csrf, "confirmed": "1"}
+        )
+        assert response.status == status, (
+            form.get("weight"),
+            form.get("cap"),
+            response.status,
+            response.text()[:200],
+        )
+    for form, status in [({"job": "999999999", "do": "replay"}, 404), ({"job": "1", "do": "drop"}, 400)]:
+        response = page.request.post(
+            f"{server.url}actions/dead", form={**form, "csrf": csrf, "confirmed": "1"}
+        )
+        assert response.status == status, (form, response.status)
+    after = db.execute("SELECT tenant, weight, cap FROM fairsched.tenant_shares ORDER BY 1").fetchall()
+    assert after == before
+
+
+def test_a_read_only_dashboard_refuses_every_change(fresh_db: str, tmp_path: Any, page: Page) -> None:
+    from web_support import web_server
+
+    with declare(fresh_db, policies=["weighted"]) as client:
+        fill(client, "acme", 5)
+    with web_server(fresh_db, tmp_path, {"FAIRSCHED_WEB__ACTIONS": "false"}) as server:
+        log_in(page, server)
+        page.goto(f"{server.url}queues/{QUEUE}")
+        assert page.locator("a:text('change')").count() == 0
+        csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "fairsched_csrf")
+        response = page.request.post(
+            f"{server.url}actions/tenant",
+            form={"queue": QUEUE, "tenant": "acme", "weight": "5", "csrf": csrf},
+        )
+        assert response.status == 403
+        assert "actions are off" in response.text()
