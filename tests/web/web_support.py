@@ -1,8 +1,8 @@
 """A real ``fairsched web`` process and a real Chromium (Debian's, driven by Playwright).
 
 Playwright cannot download its own browser here: the tests launch the ``chromium`` on
-PATH (``FAIRSCHED_TEST_CHROMIUM`` names another), which ``python tests/web/web_support.py
---install`` installs from Debian when it is missing (.ci/run does).
+PATH (``FAIRSCHED_TEST_CHROMIUM`` names another), which ``PYTHONPATH=tests python
+tests/web/web_support.py --install`` installs from Debian when missing (.ci/run does).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def chromium_path() -> str:
     path = os.environ.get("FAIRSCHED_TEST_CHROMIUM") or shutil.which("chromium")
     if not path:
         raise RuntimeError(
-            "no chromium on PATH: python tests/web/web_support.py --install (apt-get install chromium)"
+            "no chromium on PATH: PYTHONPATH=tests python tests/web/web_support.py --install"
         )
     return path
 
