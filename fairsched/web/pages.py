@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fairsched.engine import dead, enqueue
+from fairsched.engine import enqueue
 from fairsched.errors import InvalidInput
 from fairsched.observe.status import parse_since, read_status
 from fairsched.web import reads
@@ -101,7 +101,9 @@ async def dead_jobs(web: Web, request: Request) -> Response:
         since = None
         if since_text is not None:
             since = parse_since(since_text[:40], reads.database_now(conn))
-        return dead.dead_list(conn, queue=queue, tenant=tenant, code=code, since=since, limit=int(limit_text))
+        return reads.dead_newest(
+            conn, queue=queue, tenant=tenant, code=code, since=since, limit=int(limit_text)
+        )
 
     found = await web.read(read)
     filters = {"queue": queue or "", "tenant": tenant or "", "code": code or "", "since": since_text or ""}

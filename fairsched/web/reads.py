@@ -18,7 +18,7 @@ from fairsched.config import rates
 from fairsched.config import sync as configsync
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
-from fairsched.engine import enqueue
+from fairsched.engine import dead, enqueue
 from fairsched.observe.snapshot import ExporterSettings, QueueSnapshot, read_snapshot
 from fairsched.observe.status import Status, read_status
 from fairsched.policy import registry as policy
@@ -213,6 +213,25 @@ def starvation(
     starving.sort(key=lambda s: -s.oldest_seconds)
     throttled.sort(key=lambda s: -s.oldest_seconds)
     return starving[:STARVING_SHOWN], throttled[:STARVING_SHOWN], len(starving), len(throttled)
+
+
+def dead_newest(
+    conn: psycopg.Connection,
+    *,
+    queue: str | None,
+    tenant: str | None,
+    code: str | None,
+    since: datetime | None,
+    limit: int,
+) -> list[dead.DeadJob]:
+    """The newest dead jobs; without a queue, each declared queue is read apart through
+    its dead-jobs index and the lists merged, so no read walks every dead job."""
+    queues = [queue] if queue is not None else [r[0] for r in conn.execute(QUERIES["status_queues"])]
+    found: list[dead.DeadJob] = []
+    for name in queues:
+        found += dead.dead_list(conn, queue=name, tenant=tenant, code=code, since=since, limit=limit)
+    found.sort(key=lambda j: (j.finished_at is not None, j.finished_at, j.id), reverse=True)
+    return found[:limit]
 
 
 def payload_preview(payload: Any, allowed: bool, limit: int = 4000) -> tuple[int, str]:

@@ -27,9 +27,7 @@ def chromium_path() -> str:
     """The Chromium executable the tests drive; fails (never skips) when there is none."""
     path = os.environ.get("FAIRSCHED_TEST_CHROMIUM") or shutil.which("chromium")
     if not path:
-        raise RuntimeError(
-            "no chromium on PATH: PYTHONPATH=tests python tests/web/web_support.py --install"
-        )
+        raise RuntimeError("no chromium on PATH: PYTHONPATH=tests python tests/web/web_support.py --install")
     return path
 
 
