@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from fairsched.cli import aggregate, config, dead, jobs, monitor, policy, prune, run, tenant
 from fairsched.cli.bench import bench
-from fairsched.cli.web import web
 from fairsched.cli.root import app, plain_help
+from fairsched.cli.web import web
 
 for command in (
     jobs.migrate,
