@@ -292,3 +292,50 @@ def test_a_read_only_dashboard_refuses_every_change(fresh_db: str, tmp_path: Any
         )
         assert response.status == 403
         assert "actions are off" in response.text()
+
+
+def test_a_blocked_aggregate_skipped_from_the_page_lets_the_next_job_run(
+    fresh_db: str, db: psycopg.Connection, workers: Workers, server: WebServer, page: Page
+) -> None:
+    from apps.probe import create_probe_tables
+
+    create_probe_tables(db)
+    with declare(fresh_db, policies=["serial"]) as client:
+        head = a_dead_job(client, db, workers, aggregate_key="order-7", aggregate_seq=1)
+        follower = client.enqueue(
+            QUEUE, {"sleep": 0}, tenant="acme", aggregate_key="order-7", aggregate_seq=2
+        )
+    log_in(page, server)
+    page.goto(f"{server.url}aggregates")
+    page.locator("#blocked tr", has_text="order-7").locator("button:text('skip')").click()
+    assert f"dead head job {head}" in page.inner_text("#changes")
+    page.click("#confirm")
+    assert f"job {head} discarded" in page.inner_text("#done")
+    workers.start({QUEUE: 1})
+    wait_for(lambda: _status(db, follower) == "succeeded", "the aggregate's next job to run")
+    assert _status(db, head) == "discarded"
+    page.goto(f"{server.url}jobs/{head}")
+    assert "web:token" in page.inner_text("#events")
+
+
+def test_a_user_named_by_the_proxy_is_recorded_as_the_one_who_acted(
+    fresh_db: str, db: psycopg.Connection, workers: Workers, tmp_path: Any, page: Page
+) -> None:
+    from web_support import web_server
+
+    with declare(fresh_db) as client:
+        job_id = a_dead_job(client, db, workers)
+    proxy = {"FAIRSCHED_WEB__TRUSTED_HEADER": "X-Forwarded-User"}
+    with web_server(fresh_db, tmp_path, proxy) as server:
+        anonymous = page.goto(server.url)
+        assert anonymous is not None and page.url.endswith("/login")  # no header: the token login
+        page.set_extra_http_headers({"X-Forwarded-User": "ada@example.com"})
+        page.goto(f"{server.url}jobs/{job_id}")
+        assert "ada@example.com" in page.inner_text("header")
+        page.locator("button:text('discard')").click()
+        assert "web:ada@example.com" in page.inner_text("main")
+        page.click("#confirm")
+    row = db.execute(
+        "SELECT detail->>'by' FROM fairsched.job_events WHERE job_id = %s AND kind = 'discarded'", (job_id,)
+    ).fetchone()
+    assert row == ("web:ada@example.com",)

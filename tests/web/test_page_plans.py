@@ -13,10 +13,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from bench.claimbench import ClaimPlan, backlog_build
+from bench.claimbench import backlog_build
 from fairsched import Client, QueueSettings
 from fairsched.db.sql import QUERIES
 from tests.conftest import template_copy
+from tests.db.test_operator_plans import plan_of
 
 QUEUE = "emails"
 JOBS = 1_000_000
@@ -101,23 +102,13 @@ def backlog(server_dsn: str, template_db: str) -> Iterator[psycopg.Connection]:
             yield conn
 
 
-def explain(conn: psycopg.Connection, read: Read) -> ClaimPlan:
-    """EXPLAIN (ANALYZE, BUFFERS) of one run (after a first one warms the cache)."""
-    statement = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + QUERIES[read.query]
-    conn.execute(statement, read.params)
-    row = conn.execute(statement, read.params).fetchone()
-    assert row is not None
-    plan = row[0][0]["Plan"]
-    return ClaimPlan(plan, plan.get("Actual Rows", 0), plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(READS))
 def test_a_page_read_uses_its_index_at_1m_jobs_and_10k_tenants(
     name: str, backlog: psycopg.Connection
 ) -> None:
     read = READS[name]
-    plan = explain(backlog, read)
+    plan = plan_of(backlog, QUERIES[read.query], read.params)
     print(f"{name}: {plan.shared_buffers} shared buffers, indexes {sorted(plan.index_names())}")
     assert not plan.seq_scans_over("jobs"), f"{name} scans fairsched.jobs sequentially"
     assert read.indexes <= plan.index_names(), f"{name}: {plan.index_names()}"
