@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 import jinja2
+from psycopg import errors as pg_errors
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -196,6 +197,8 @@ def _errors(web: Web) -> Callable[[Request, Exception], Any]:
             status, message = exc.status_code, str(exc.detail)
         else:
             status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+            if isinstance(exc.__cause__, pg_errors.InsufficientPrivilege):
+                status = 403  # the web's database role may not do this (docs/web.md)
             message = str(exc) if status != 500 else "unexpected error: see the server's log"
             if status == 500:
                 log.error("web request failed: %s %s", request.method, request.url.path, exc_info=exc)

@@ -339,3 +339,45 @@ def test_a_user_named_by_the_proxy_is_recorded_as_the_one_who_acted(
         "SELECT detail->>'by' FROM fairsched.job_events WHERE job_id = %s AND kind = 'discarded'", (job_id,)
     ).fetchone()
     assert row == ("web:ada@example.com",)
+
+
+READER = "fairsched_web_test_reader"
+READER_GRANTS = f"""
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{READER}') THEN
+        CREATE ROLE {READER} NOLOGIN;
+    END IF;
+END $$;
+GRANT USAGE ON SCHEMA fairsched TO {READER};
+GRANT SELECT ON ALL TABLES IN SCHEMA fairsched TO {READER};
+"""
+"""docs/web.md's read-only role (NOLOGIN, kept like the shipped roles; its grants go with
+the test database)."""
+
+
+def test_the_read_only_role_of_docs_web_serves_every_page_and_changes_nothing(
+    fresh_db: str, db: psycopg.Connection, workers: Workers, tmp_path: Any, page: Page
+) -> None:
+    from apps.probe import create_probe_tables
+    from psycopg.conninfo import make_conninfo
+    from web_support import web_server
+
+    create_probe_tables(db)
+    with declare(fresh_db, policies=["weighted", "serial"]) as client:
+        fill(client, "acme", 5)
+        job_id = a_dead_job(client, db, workers, aggregate_key="order-1", aggregate_seq=1)
+    db.execute(READER_GRANTS)
+    reader = make_conninfo(fresh_db, options=f"-c role={READER}")
+    with web_server(reader, tmp_path) as server:
+        log_in(page, server)
+        for path in ["", f"queues/{QUEUE}", "starvation", "aggregates", "dead", f"jobs/{job_id}"]:
+            response = page.goto(server.url + path)
+            assert response is not None and response.status == 200, (path, page.inner_text("main"))
+        assert page.console.errors == []  # type: ignore[attr-defined]
+        page.goto(f"{server.url}dead")
+        page.locator(f"tr[data-job='{job_id}'] button:text('replay')").click()
+        with page.expect_response(f"{server.url}actions/dead") as refused:
+            page.click("#confirm")
+        assert refused.value.status == 403
+        assert "permission denied" in page.inner_text("#error")
+    assert _status(db, job_id) == "dead"
