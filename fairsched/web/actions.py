@@ -98,7 +98,12 @@ def _tenant_perform(client: Client, p: Params, by: str) -> str:
     with client.connection() as conn:
         note = configsync.tenant_set(conn, p["queue"], p["tenant"], weight=p["weight"], cap=p["cap"])
     audit.info(
-        "tenant changed",
+        "tenant %s/%s changed by %s: weight %s, cap %s",
+        p["queue"],
+        p["tenant"],
+        by,
+        "unchanged" if p["weight"] is None else number(p["weight"]),
+        "unchanged" if p["cap"] is None else p["cap"] or "none",
         extra={"by": by, "queue": p["queue"], "tenant": p["tenant"], "weight": p["weight"], "cap": p["cap"]},
     )
     return f"{p['queue']}/{p['tenant']} changed{note}"

@@ -165,6 +165,7 @@ def test_a_weight_change_in_the_page_reaches_tenant_list_and_the_next_claims(
     )
     weights = {row["tenant"]: row["weight"] for row in json.loads(listed.stdout)}
     assert weights == {"a": 1.0, "b": 4.0}
+    assert f"tenant {QUEUE}/b changed by web:token: weight 4, cap unchanged" in server.output()
     after = claims_since(db, changed, 300)
     share_b = after["b"] / sum(after.values())
     print(f"before {dict(before)}; after b=4: {dict(after)} (b {share_b:.3f})")
