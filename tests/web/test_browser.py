@@ -382,3 +382,29 @@ def test_the_read_only_role_of_docs_web_serves_every_page_and_changes_nothing(
         assert refused.value.status == 403
         assert "permission denied" in page.inner_text("#error")
     assert _status(db, job_id) == "dead"
+
+
+def test_starving_tenants_and_throttled_ones_are_listed_apart(
+    fresh_db: str, db: psycopg.Connection, workers: Workers, tmp_path: Any, page: Page
+) -> None:
+    from web_support import web_server
+
+    with declare(fresh_db, policies=["weighted", "ratelimit"]) as client:
+        client.declare_queue("idle", QueueSettings())
+        client.enqueue_many("idle", [JobSpec({}, tenant="stuck") for _ in range(3)])
+        client.set_tenant_rate(QUEUE, "slow", "1/h")
+        fill(client, "slow", 3)
+    workers.start({QUEUE: 1})
+    claimed = "SELECT count(*) FROM fairsched.jobs WHERE tenant = 'slow' AND status = 'succeeded'"
+    wait_for(lambda: (db.execute(claimed).fetchone() or (0,))[0] == 1, "slow's one job an hour")
+    limits = {"FAIRSCHED_EXPORTER__STARVING_AFTER_SECONDS": "0.5"}
+    with web_server(fresh_db, tmp_path, limits) as server:
+        log_in(page, server)
+        page.goto(f"{server.url}starvation")
+        wait_for(lambda: "stuck" in page.inner_text("#starving"), "stuck listed as starving")
+        assert "slow" not in page.inner_text("#starving")
+        assert "slow" in page.inner_text("#throttled") and "stuck" not in page.inner_text("#throttled")
+        page.goto(f"{server.url}queues/{QUEUE}")
+        row = page.inner_text("#tenants tr[data-tenant=slow]")
+        assert "throttled" in row and "1/h" in row
+    assert page.console.errors == []  # type: ignore[attr-defined]
