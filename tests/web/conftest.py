@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
-from web_support import TOKEN, WebServer, chromium_path, web_server
+from web_support import WebServer, chromium_path, web_server
 
 
 @pytest.hookimpl(wrapper=True)
@@ -59,12 +59,3 @@ def page(browser: Browser, request: pytest.FixtureRequest, tmp_path: Path) -> It
         page.screenshot(path=str(shot), full_page=True)
         print(f"screenshot of the failing page: {shot} ({page.url})")
     context.close()
-
-
-def log_in(page: Page, server: WebServer) -> None:
-    """Log in through the form with the server's token."""
-    page.goto(server.url)
-    assert page.url.endswith("/login")
-    page.fill("#token", TOKEN)
-    page.click("button[type=submit]")
-    page.wait_for_url(server.url)

@@ -2,8 +2,9 @@
 
 Every page loads without console errors; the share chart and the counts move while
 workers run; a weight changed in the page reaches ``fairsched tenant list`` and the
-claims that follow; a dead job replayed from the page runs again; a change without the
-login or the CSRF field is refused and changes nothing.
+claims that follow; a dead job replayed from the page runs again, a blocked aggregate
+skipped from it lets the next job run; starving and throttled tenants are told apart.
+Who may change what: test_access.py.
 """
 
 from __future__ import annotations
@@ -12,18 +13,14 @@ import json
 import subprocess
 from collections import Counter
 from datetime import datetime
-from typing import Any
+from pathlib import Path
 
 import psycopg
-import pytest
-from conftest import log_in
 from playwright.sync_api import Page
-from web_support import WebServer
+from web_support import QUEUE, WebServer, a_dead_job, declare, fill, log_in, status_of, web_server
 from worker_support import FAIRSCHED, Workers, wait_for
 
-from fairsched import Client, JobSpec, QueueSettings, Settings
-
-QUEUE = "probe"
+from fairsched import JobSpec, QueueSettings
 
 CLAIMS_SINCE = """
 SELECT tenant FROM (
@@ -34,16 +31,6 @@ SELECT tenant FROM (
 WHERE at >= %(since)s ORDER BY at LIMIT %(count)s
 """
 """The first claims made since a time, as the tenants they went to."""
-
-
-def declare(fresh_db: str, **values: Any) -> Client:
-    client = Client(fresh_db, settings=Settings())
-    client.declare_queue(QUEUE, QueueSettings(lease_seconds=10, max_attempts=1, **values))
-    return client
-
-
-def fill(client: Client, tenant: str, count: int, payload: dict[str, Any] | None = None) -> None:
-    client.enqueue_many(QUEUE, [JobSpec(payload or {"sleep": 0.02}, tenant=tenant) for _ in range(count)])
 
 
 def db_now(db: psycopg.Connection) -> datetime:
@@ -61,20 +48,6 @@ def claims_since(db: psycopg.Connection, since: datetime, count: int) -> Counter
         f"{count} claims",
     )
     return Counter(tenant for (tenant,) in rows)
-
-
-def a_dead_job(client: Client, db: psycopg.Connection, workers: Workers, **spec: Any) -> int:
-    """A job that a real worker ran and that died (a permanent error), its id."""
-    job_id = client.enqueue(QUEUE, {"fail": "permanent", "record": True}, tenant="acme", **spec)
-    worker = workers.start({QUEUE: 1})
-    wait_for(lambda: _status(db, job_id) == "dead", f"job {job_id} dead")
-    worker.stop()
-    return job_id
-
-
-def _status(db: psycopg.Connection, job_id: int) -> str | None:
-    row = db.execute("SELECT status FROM fairsched.jobs WHERE id = %s", (job_id,)).fetchone()
-    return row[0] if row else None
 
 
 def test_every_page_loads_without_console_errors(
@@ -186,7 +159,7 @@ def test_a_dead_job_replayed_from_the_page_runs_again(
     page.goto(f"{server.url}dead?queue={QUEUE}")
     page.locator(f"tr[data-job='{job_id}'] button:text('replay')").click()
     assert "dead" in page.inner_text("#changes") and "pending" in page.inner_text("#changes")
-    assert _status(db, job_id) == "dead"  # the preview changed nothing
+    assert status_of(db, job_id) == "dead"  # the preview changed nothing
     page.click("#confirm")
     assert "replayed" in page.inner_text("#done")
     workers.start({QUEUE: 1})
@@ -194,105 +167,12 @@ def test_a_dead_job_replayed_from_the_page_runs_again(
     wait_for(
         lambda: (db.execute(starts, (job_id,)).fetchone() or (0,))[0] == 2, "the replayed job to run again"
     )
-    wait_for(lambda: _status(db, job_id) == "dead", "the replayed run to end")
+    wait_for(lambda: status_of(db, job_id) == "dead", "the replayed run to end")
     page.goto(f"{server.url}jobs/{job_id}")
     events = page.inner_text("#events")
     assert "replayed" in events and "web:token" in events
     assert page.locator("#attempts tbody tr").count() == 2
     assert page.console.errors == []  # type: ignore[attr-defined]
-
-
-@pytest.mark.parametrize("reason", ["no login", "no csrf", "wrong csrf", "other origin"])
-def test_a_change_without_login_or_csrf_is_refused(
-    fresh_db: str, reason: str, server: WebServer, page: Page
-) -> None:
-    with declare(fresh_db, policies=["weighted"]) as client:
-        fill(client, "acme", 5)
-        client.set_tenant_share(QUEUE, "acme", weight=2)
-    form = {"queue": QUEUE, "tenant": "acme", "weight": "9", "confirmed": "1"}
-    headers = {}
-    if reason != "no login":
-        log_in(page, server)
-        page.goto(f"{server.url}queues/{QUEUE}")
-        csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "fairsched_csrf")
-        form["csrf"] = {"no csrf": "", "wrong csrf": csrf[::-1], "other origin": csrf}[reason]
-        if reason == "other origin":
-            headers["Origin"] = "https://evil.example"
-    response = page.request.post(f"{server.url}actions/tenant", form=form, headers=headers, max_redirects=0)
-    assert response.status == (401 if reason == "no login" else 403), response.text()
-    with declare(fresh_db, policies=["weighted"]) as client:
-        assert {s.tenant: s.weight for s in client.tenant_shares(QUEUE)} == {"acme": 2.0}
-
-
-def test_bad_input_gets_a_clear_error_and_changes_nothing(
-    fresh_db: str, db: psycopg.Connection, server: WebServer, page: Page
-) -> None:
-    with declare(fresh_db, policies=["weighted"]) as client:
-        fill(client, "acme", 5)
-    log_in(page, server)
-    for path, status in [
-        ("queues/no%20such%20queue", 400),
-        ("queues/nosuch", 404),
-        ("queues/%3Cscript%3Ealert(1)%3C%2Fscript%3E", 404),  # the %2F makes it no route
-        ("queues/%3Cb%3Ebold%22'", 400),
-        ("jobs/999999999", 404),
-        ("jobs/-1", 400),
-        ("jobs/99999999999999999999999", 400),
-        (f"queues/{QUEUE}?sort=id;drop", 400),
-        (f"queues/{QUEUE}?page=0", 400),
-        ("dead?limit=100000", 400),
-        ("dead?tenant=%00", 400),
-    ]:
-        response = page.goto(server.url + path)
-        assert response is not None and response.status == status, (path, response and response.status)
-        assert page.locator("#error").count() == 1, path
-        assert "<script>" not in page.content().replace("&lt;script&gt;", ""), path
-    page.goto(f"{server.url}queues/{QUEUE}")
-    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "fairsched_csrf")
-    before = db.execute("SELECT tenant, weight, cap FROM fairsched.tenant_shares ORDER BY 1").fetchall()
-    for form, status in [
-        ({"queue": QUEUE, "tenant": "acme", "weight": "1e9"}, 400),
-        ({"queue": QUEUE, "tenant": "acme", "weight": "nan"}, 400),
-        ({"queue": QUEUE, "tenant": "acme", "cap": "-1"}, 400),
-        ({"queue": QUEUE, "tenant": "x" * 200, "weight": "2"}, 400),
-        ({"queue": "no such", "tenant": "acme", "weight": "2"}, 400),
-        ({"queue": "nosuch", "tenant": "acme", "weight": "2"}, 404),
-        ({"queue": QUEUE, "tenant": "acme", "weight": "2", "pad": "x" * 20_000}, 413),
-    ]:
-        response = page.request.post(
-            f"{server.url}actions/tenant", form={**form, "csrf": csrf, "confirmed": "1"}
-        )
-        assert response.status == status, (
-            form.get("weight"),
-            form.get("cap"),
-            response.status,
-            response.text()[:200],
-        )
-    for form, status in [({"job": "999999999", "do": "replay"}, 404), ({"job": "1", "do": "drop"}, 400)]:
-        response = page.request.post(
-            f"{server.url}actions/dead", form={**form, "csrf": csrf, "confirmed": "1"}
-        )
-        assert response.status == status, (form, response.status)
-    after = db.execute("SELECT tenant, weight, cap FROM fairsched.tenant_shares ORDER BY 1").fetchall()
-    assert after == before
-
-
-def test_a_read_only_dashboard_refuses_every_change(fresh_db: str, tmp_path: Any, page: Page) -> None:
-    from web_support import web_server
-
-    with declare(fresh_db, policies=["weighted"]) as client:
-        fill(client, "acme", 5)
-    with web_server(fresh_db, tmp_path, {"FAIRSCHED_WEB__ACTIONS": "false"}) as server:
-        log_in(page, server)
-        page.goto(f"{server.url}queues/{QUEUE}")
-        assert page.locator("a:text('change')").count() == 0
-        csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "fairsched_csrf")
-        response = page.request.post(
-            f"{server.url}actions/tenant",
-            form={"queue": QUEUE, "tenant": "acme", "weight": "5", "csrf": csrf},
-        )
-        assert response.status == 403
-        assert "actions are off" in response.text()
 
 
 def test_a_blocked_aggregate_skipped_from_the_page_lets_the_next_job_run(
@@ -313,82 +193,15 @@ def test_a_blocked_aggregate_skipped_from_the_page_lets_the_next_job_run(
     page.click("#confirm")
     assert f"job {head} discarded" in page.inner_text("#done")
     workers.start({QUEUE: 1})
-    wait_for(lambda: _status(db, follower) == "succeeded", "the aggregate's next job to run")
-    assert _status(db, head) == "discarded"
+    wait_for(lambda: status_of(db, follower) == "succeeded", "the aggregate's next job to run")
+    assert status_of(db, head) == "discarded"
     page.goto(f"{server.url}jobs/{head}")
     assert "web:token" in page.inner_text("#events")
 
 
-def test_a_user_named_by_the_proxy_is_recorded_as_the_one_who_acted(
-    fresh_db: str, db: psycopg.Connection, workers: Workers, tmp_path: Any, page: Page
-) -> None:
-    from web_support import web_server
-
-    with declare(fresh_db) as client:
-        job_id = a_dead_job(client, db, workers)
-    proxy = {"FAIRSCHED_WEB__TRUSTED_HEADER": "X-Forwarded-User"}
-    with web_server(fresh_db, tmp_path, proxy) as server:
-        anonymous = page.goto(server.url)
-        assert anonymous is not None and page.url.endswith("/login")  # no header: the token login
-        page.set_extra_http_headers({"X-Forwarded-User": "ada@example.com"})
-        page.goto(f"{server.url}jobs/{job_id}")
-        assert "ada@example.com" in page.inner_text("header")
-        page.locator("button:text('discard')").click()
-        assert "web:ada@example.com" in page.inner_text("main")
-        page.click("#confirm")
-    row = db.execute(
-        "SELECT detail->>'by' FROM fairsched.job_events WHERE job_id = %s AND kind = 'discarded'", (job_id,)
-    ).fetchone()
-    assert row == ("web:ada@example.com",)
-
-
-READER = "fairsched_web_test_reader"
-READER_GRANTS = f"""
-DO $$ BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{READER}') THEN
-        CREATE ROLE {READER} NOLOGIN;
-    END IF;
-END $$;
-GRANT USAGE ON SCHEMA fairsched TO {READER};
-GRANT SELECT ON ALL TABLES IN SCHEMA fairsched TO {READER};
-"""
-"""docs/web.md's read-only role (NOLOGIN, kept like the shipped roles; its grants go with
-the test database)."""
-
-
-def test_the_read_only_role_of_docs_web_serves_every_page_and_changes_nothing(
-    fresh_db: str, db: psycopg.Connection, workers: Workers, tmp_path: Any, page: Page
-) -> None:
-    from apps.probe import create_probe_tables
-    from psycopg.conninfo import make_conninfo
-    from web_support import web_server
-
-    create_probe_tables(db)
-    with declare(fresh_db, policies=["weighted", "serial"]) as client:
-        fill(client, "acme", 5)
-        job_id = a_dead_job(client, db, workers, aggregate_key="order-1", aggregate_seq=1)
-    db.execute(READER_GRANTS)
-    reader = make_conninfo(fresh_db, options=f"-c role={READER}")
-    with web_server(reader, tmp_path) as server:
-        log_in(page, server)
-        for path in ["", f"queues/{QUEUE}", "starvation", "aggregates", "dead", f"jobs/{job_id}"]:
-            response = page.goto(server.url + path)
-            assert response is not None and response.status == 200, (path, page.inner_text("main"))
-        assert page.console.errors == []  # type: ignore[attr-defined]
-        page.goto(f"{server.url}dead")
-        page.locator(f"tr[data-job='{job_id}'] button:text('replay')").click()
-        with page.expect_response(f"{server.url}actions/dead") as refused:
-            page.click("#confirm")
-        assert refused.value.status == 403
-        assert "permission denied" in page.inner_text("#error")
-    assert _status(db, job_id) == "dead"
-
-
 def test_starving_tenants_and_throttled_ones_are_listed_apart(
-    fresh_db: str, db: psycopg.Connection, workers: Workers, tmp_path: Any, page: Page
+    fresh_db: str, db: psycopg.Connection, workers: Workers, tmp_path: Path, page: Page
 ) -> None:
-    from web_support import web_server
-
     with declare(fresh_db, policies=["weighted", "ratelimit"]) as client:
         client.declare_queue("idle", QueueSettings())
         client.enqueue_many("idle", [JobSpec({}, tenant="stuck") for _ in range(3)])

@@ -17,10 +17,17 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from worker_support import FAIRSCHED, free_port, wait_for
+import psycopg
+from playwright.sync_api import Page
+from worker_support import FAIRSCHED, Workers, free_port, wait_for
+
+from fairsched import Client, JobSpec, QueueSettings, Settings
 
 TOKEN = "web-test-token-0123456789"
+QUEUE = "probe"
+"""The probe app's queue, which the tests declare with the policies each needs."""
 
 
 def chromium_path() -> str:
@@ -98,6 +105,42 @@ def web_server(dsn: str, log_dir: Path, settings: Mapping[str, str] | None = Non
             proc.kill()
             proc.wait(10)
         print(f"--- fairsched web ---\n{server.output()}")
+
+
+def declare(fresh_db: str, **values: Any) -> Client:
+    """A client on ``fresh_db`` with the probe queue declared (one attempt, 10 s leases)."""
+    client = Client(fresh_db, settings=Settings())
+    client.declare_queue(QUEUE, QueueSettings(lease_seconds=10, max_attempts=1, **values))
+    return client
+
+
+def fill(client: Client, tenant: str, count: int, payload: dict[str, Any] | None = None) -> None:
+    """``count`` short jobs of ``tenant`` on the probe queue."""
+    client.enqueue_many(QUEUE, [JobSpec(payload or {"sleep": 0.02}, tenant=tenant) for _ in range(count)])
+
+
+def a_dead_job(client: Client, db: psycopg.Connection, workers: Workers, **spec: Any) -> int:
+    """A job that a real worker ran and that died (a permanent error), its id."""
+    job_id = client.enqueue(QUEUE, {"fail": "permanent", "record": True}, tenant="acme", **spec)
+    worker = workers.start({QUEUE: 1})
+    wait_for(lambda: status_of(db, job_id) == "dead", f"job {job_id} dead")
+    worker.stop()
+    return job_id
+
+
+def status_of(db: psycopg.Connection, job_id: int) -> str | None:
+    """A job's status (None once it is gone)."""
+    row = db.execute("SELECT status FROM fairsched.jobs WHERE id = %s", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
+def log_in(page: Page, server: WebServer) -> None:
+    """Log in through the form with the server's token."""
+    page.goto(server.url)
+    assert page.url.endswith("/login")
+    page.fill("#token", TOKEN)
+    page.click("button[type=submit]")
+    page.wait_for_url(server.url)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--install"]:
