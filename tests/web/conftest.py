@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
-from web_support import WebServer, chromium_path, web_server
+
+from web.web_support import WebServer, chromium_path, web_server
 
 
 @pytest.hookimpl(wrapper=True)

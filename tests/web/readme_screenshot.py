@@ -20,12 +20,12 @@ from playwright.sync_api import sync_playwright
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from web_support import TOKEN, chromium_path, web_server  # noqa: E402
 from worker_support import Workers, wait_for  # noqa: E402
 
 from fairsched import Client, JobSpec, QueueSettings, Settings  # noqa: E402
 from fairsched.db.migrate import migrate  # noqa: E402
 from tests.conftest import with_database  # noqa: E402
+from web.web_support import TOKEN, chromium_path, web_server  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "images" / "web-queue.png"
 NAME = "fairsched_web_screenshot"

@@ -12,8 +12,9 @@ import pytest
 from apps.probe import create_probe_tables
 from playwright.sync_api import Page
 from psycopg.conninfo import make_conninfo
-from web_support import QUEUE, WebServer, a_dead_job, declare, fill, log_in, status_of, web_server
 from worker_support import Workers
+
+from web.web_support import QUEUE, WebServer, a_dead_job, declare, fill, log_in, status_of, web_server
 
 
 @pytest.mark.parametrize("reason", ["no login", "no csrf", "wrong csrf", "other origin"])

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import psycopg
 from playwright.sync_api import Page
-from web_support import QUEUE, WebServer, a_dead_job, declare, fill, log_in, status_of, web_server
 from worker_support import FAIRSCHED, Workers, wait_for
 
 from fairsched import JobSpec, QueueSettings
+from web.web_support import QUEUE, WebServer, a_dead_job, declare, fill, log_in, status_of, web_server
 
 CLAIMS_SINCE = """
 SELECT tenant FROM (
