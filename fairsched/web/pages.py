@@ -12,7 +12,7 @@ from starlette.routing import Route
 
 from fairsched.engine import enqueue
 from fairsched.errors import InvalidInput
-from fairsched.observe.status import parse_since, read_status
+from fairsched.observe.status import BLOCKED_SHOWN, parse_since, read_status
 from fairsched.web import reads
 from fairsched.web.app import Web
 from fairsched.web.forms import job_id, optional, page_number
@@ -80,7 +80,8 @@ async def starvation(web: Web, request: Request) -> Response:
 
 async def aggregates(web: Web, request: Request) -> Response:
     report = await web.read(read_status, web.settings, web.limits)
-    return web.render(request, "aggregates.html", status=report)
+    gaps = await web.read(reads.gap_waits, BLOCKED_SHOWN)
+    return web.render(request, "aggregates.html", status=report, gaps=gaps)
 
 
 async def dead_jobs(web: Web, request: Request) -> Response:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import psycopg
+from psycopg.rows import class_row
 
 from fairsched.config import rates
 from fairsched.config import sync as configsync
@@ -213,6 +214,23 @@ def starvation(
     starving.sort(key=lambda s: -s.oldest_seconds)
     throttled.sort(key=lambda s: -s.oldest_seconds)
     return starving[:STARVING_SHOWN], throttled[:STARVING_SHOWN], len(starving), len(throttled)
+
+
+@dataclass(frozen=True)
+class GapWait:
+    """A serial aggregate waiting for a missing sequence number (gap mode strict)."""
+
+    queue_name: str
+    tenant: str
+    aggregate_key: str
+    next_seq: int
+    gap_since: datetime
+
+
+def gap_waits(conn: psycopg.Connection, shown: int) -> list[GapWait]:
+    """The ``shown`` longest-waiting aggregates on a gap, over every queue."""
+    with operation("web_aggregates_gap"), conn.cursor(row_factory=class_row(GapWait)) as cur:
+        return cur.execute(QUERIES["web_aggregates_gap"], {"shown": shown}).fetchall()
 
 
 def dead_newest(

@@ -175,7 +175,7 @@ def test_a_dead_job_replayed_from_the_page_runs_again(
     assert page.console.errors == []  # type: ignore[attr-defined]
 
 
-def test_a_blocked_aggregate_skipped_from_the_page_lets_the_next_job_run(
+def test_a_blocked_aggregate_skipped_from_the_page_lets_the_next_job_run_and_gaps_are_listed(
     fresh_db: str, db: psycopg.Connection, workers: Workers, server: WebServer, page: Page
 ) -> None:
     from apps.probe import create_probe_tables
@@ -186,6 +186,8 @@ def test_a_blocked_aggregate_skipped_from_the_page_lets_the_next_job_run(
         follower = client.enqueue(
             QUEUE, {"sleep": 0}, tenant="acme", aggregate_key="order-7", aggregate_seq=2
         )
+        for seq in (1, 3):  # 2 is missing: after 1, order-9 waits on the gap
+            client.enqueue(QUEUE, {"sleep": 0}, tenant="globex", aggregate_key="order-9", aggregate_seq=seq)
     log_in(page, server)
     page.goto(f"{server.url}aggregates")
     page.locator("#blocked tr", has_text="order-7").locator("button:text('skip')").click()
@@ -197,6 +199,9 @@ def test_a_blocked_aggregate_skipped_from_the_page_lets_the_next_job_run(
     assert status_of(db, head) == "discarded"
     page.goto(f"{server.url}jobs/{head}")
     assert "web:token" in page.inner_text("#events")
+    page.goto(f"{server.url}aggregates")
+    wait_for(lambda: "order-9" in page.inner_text("#gaps"), "order-9 listed as waiting on a gap")
+    assert "\t2\t" in page.inner_text("#gaps tbody tr")  # the missing number
 
 
 def test_starving_tenants_and_throttled_ones_are_listed_apart(

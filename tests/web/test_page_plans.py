@@ -33,6 +33,8 @@ EXTRAS = (
          FROM generate_series(1, %(dead)s) AS g""",
     """INSERT INTO fairsched.attempt_log (job_id, attempt, lease_token, lease_owner, claimed_at, outcome)
        SELECT id, 1, 1, 'w1', now(), 'dead' FROM fairsched.jobs WHERE status = 'dead'""",
+    """UPDATE fairsched.aggregates SET gap_since = now() - make_interval(secs => length(aggregate_key))
+        WHERE queue_name = %(queue)s AND aggregate_key LIKE 'k1%%'""",
     """UPDATE fairsched.aggregates
           SET blocked_job_id = (SELECT min(id) FROM fairsched.jobs WHERE status = 'dead')
         WHERE queue_name = %(queue)s
@@ -62,6 +64,8 @@ READS = {
         frozenset({"aggregates_pkey"}),
         10,
     ),
+    # At most 20 per queue, in gap_since order (over a thousand aggregates wait on a gap).
+    "web_aggregates_gap": Read("web_aggregates_gap", {"shown": 20}, frozenset({"aggregates_gap_idx"}), 100),
     # The dead jobs page reads each queue apart (newest first, merged): never all dead jobs.
     "dead_list by queue": Read(
         "dead_list", {**DEAD_FILTERS, "queue": QUEUE}, frozenset({"jobs_dead_idx"}), 200
