@@ -22,10 +22,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fairsched import Client, bounds
+from fairsched.config import sync as configsync
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine import dead, enqueue
 from fairsched.errors import InvalidInput
+from fairsched.observe.status import tenant_share
 from fairsched.policy import registry as policy
 from fairsched.web import auth
 from fairsched.web.app import Web
@@ -80,8 +82,6 @@ def _tenant_parse(fields: dict[str, str]) -> Params:
 
 
 def _tenant_preview(conn: psycopg.Connection, p: Params) -> list[Change]:
-    from fairsched.observe.status import tenant_share
-
     policy.queue_stack(conn, p["queue"])  # UnknownQueue when it is not declared
     share = tenant_share(conn, p["queue"], p["tenant"]) or {}
     changes = []
@@ -93,8 +93,6 @@ def _tenant_preview(conn: psycopg.Connection, p: Params) -> list[Change]:
 
 
 def _tenant_perform(client: Client, p: Params, by: str) -> str:
-    from fairsched.config import sync as configsync
-
     with client.connection() as conn:
         note = configsync.tenant_set(conn, p["queue"], p["tenant"], weight=p["weight"], cap=p["cap"])
     audit.info(
@@ -193,8 +191,6 @@ def _tenant_form(web: Web) -> Callable[[Request], Any]:
         tenant = enqueue.check_label(
             "tenant", request.query_params.get("tenant", ""), enqueue.MAX_TENANT_CHARS
         )
-        from fairsched.observe.status import tenant_share
-
         share = await web.read(tenant_share, queue, tenant) or {}
         return web.render(request, "tenant_form.html", queue=queue, tenant=tenant, share=share)
 

@@ -35,6 +35,7 @@ from fairsched.observe.snapshot import ExporterSettings
 from fairsched.settings import Settings
 from fairsched.web import auth
 from fairsched.web.forms import form_fields
+from fairsched.web.settings import WebSettings
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class Web:
     templates: jinja2.Environment
 
     @property
-    def web(self) -> Any:
+    def web(self) -> WebSettings:
         return self.settings.web
 
     def render(
@@ -158,13 +159,13 @@ def _login(web: Web) -> Callable[[Request], Any]:
         if request.method == "GET":
             return web.render(request, "login.html", wrong=False)
         fields = await form_fields(request)
-        if not auth.token_matches(fields.get("token", ""), web.web):
+        token = web.web.token
+        if token is None or not auth.token_matches(fields.get("token", ""), web.web):
             return web.render(request, "login.html", http_status=401, wrong=True)
         response = RedirectResponse("/", status_code=303)
-        token = web.web.token.get_secret_value()
         response.set_cookie(
             auth.SESSION_COOKIE,
-            auth.session_value(token),
+            auth.session_value(token.get_secret_value()),
             httponly=True,
             samesite="strict",
             secure=_https(request),
