@@ -6,6 +6,7 @@ page, and bad input gets an error page with a 4xx status and changes nothing."""
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -165,3 +166,26 @@ def test_the_read_only_role_of_docs_web_serves_every_page_and_changes_nothing(
         assert refused.value.status == 403
         assert "permission denied" in page.inner_text("#error")
     assert status_of(db, job_id) == "dead"
+
+
+HOSTILE = "<img src=x onerror=alert(1)>\"'&"
+
+
+def test_a_hostile_tenant_name_is_shown_as_text_and_runs_nothing(
+    fresh_db: str, server: WebServer, page: Page
+) -> None:
+    with declare(fresh_db, policies=["weighted"]) as client:
+        fill(client, HOSTILE, 3)
+        client.set_tenant_share(QUEUE, HOSTILE, weight=2)
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    log_in(page, server)
+    page.goto(f"{server.url}queues/{QUEUE}")
+    page.wait_for_timeout(1500)  # live refreshes and chart samples
+    assert HOSTILE in page.inner_text("#tenants")
+    assert HOSTILE in page.inner_text("#share-chart")  # the chart's legend
+    page.goto(f"{server.url}actions/tenant?queue={QUEUE}&tenant={quote(HOSTILE)}")
+    assert HOSTILE in page.inner_text("h1")
+    assert page.locator("img").count() == 0
+    assert dialogs == []
+    assert page.console.errors == []  # type: ignore[attr-defined]
