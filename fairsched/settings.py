@@ -36,6 +36,7 @@ from pydantic_settings import (
 from fairsched import bounds
 from fairsched.errors import ConfigError, InvalidInput
 from fairsched.schedules.spec import ScheduleSettings, names_distinct
+from fairsched.web.settings import WebSettings
 
 QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")]
 """Queue names: letters, digits and ``_ . : -``, at most 63 characters."""
@@ -301,6 +302,7 @@ class Settings(BaseSettings):
     schedules: list[ScheduleSettings] = Field(
         default_factory=list, description="periodic jobs ([[schedules]], docs/schedules.md)"
     )
+    web: WebSettings = Field(default_factory=WebSettings, description="fairsched web: see docs/web.md")
 
     @field_validator("schedules")
     @classmethod

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 DB_PREFIX = "fairsched_test_"
-TIERS = ("unit", "db", "processes", "faults")
+TIERS = ("unit", "db", "processes", "faults", "web")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

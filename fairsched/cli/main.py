@@ -7,6 +7,7 @@ from __future__ import annotations
 from fairsched.cli import aggregate, config, dead, job, jobs, monitor, policy, prune, run, schedule, tenant
 from fairsched.cli.bench import bench
 from fairsched.cli.root import app, plain_help
+from fairsched.cli.web import web
 
 for command in (
     jobs.migrate,
@@ -19,6 +20,7 @@ for command in (
     run.exporter,
     run.demo,
     run.simulate,
+    web,
     bench,
 ):
     app.command()(command)

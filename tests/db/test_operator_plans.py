@@ -193,10 +193,14 @@ def params(backlog: Backlog) -> dict[str, Any]:
 
 
 def explain(backlog: Backlog, operator: Operator) -> ClaimPlan:
+    return plan_of(backlog.conn, operator.text(), params(backlog))
+
+
+def plan_of(conn: psycopg.Connection, query: str, values: dict[str, Any]) -> ClaimPlan:
     """EXPLAIN (ANALYZE, BUFFERS) of one run (after a first one warms the cache)."""
-    statement = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + operator.text()
-    backlog.conn.execute(statement, params(backlog))
-    row = backlog.conn.execute(statement, params(backlog)).fetchone()
+    statement = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query
+    conn.execute(statement, values)
+    row = conn.execute(statement, values).fetchone()
     assert row is not None
     plan = row[0][0]["Plan"]
     return ClaimPlan(plan, plan.get("Actual Rows", 0), plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])

@@ -1,0 +1,1 @@
+"""The dashboard tests: a package, so their conftest and helpers have names of their own."""
