@@ -303,10 +303,16 @@ class AsyncClient(ClientBase[AsyncConnectionPool]):
         return await self._call(lambda c: c.queue_stack(queue))
 
     async def set_tenant_share(
-        self, queue: str, tenant: str, *, weight: float | None = None, cap: int | None = None
+        self,
+        queue: str,
+        tenant: str,
+        *,
+        weight: float | None = None,
+        cap: int | None = None,
+        by: str = "api",
     ) -> None:
         """Set a tenant's weight and/or running-job cap on a queue (``cap=0`` removes the cap)."""
-        await self._call(lambda c: c.set_tenant_share(queue, tenant, weight=weight, cap=cap))
+        await self._call(lambda c: c.set_tenant_share(queue, tenant, weight=weight, cap=cap, by=by))
 
     async def set_tenant_rate(self, queue: str, tenant: str, rate: str | None) -> None:
         """Set (or with ``None`` / ``"off"`` remove) a tenant's rate limit on a queue."""

@@ -413,15 +413,23 @@ class Client(ClientBase[ConnectionPool]):
         return self._run(lambda c: policy.queue_stack(c, queue))
 
     def set_tenant_share(
-        self, queue: str, tenant: str, *, weight: float | None = None, cap: int | None = None
+        self,
+        queue: str,
+        tenant: str,
+        *,
+        weight: float | None = None,
+        cap: int | None = None,
+        by: str = "api",
     ) -> None:
-        """Set a tenant's weight and/or running-job cap on a queue (``cap=0`` removes the cap).
+        """Set a tenant's weight and/or running-job cap on a queue (``cap=0`` removes the cap);
+        ``by`` is who, as the audit trail (``fairsched.admin_events``) records it.
 
         Takes effect on the next claims, for the backlog already queued too.
         """
         enqueue.check_queue_name(queue)
         enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
-        self._run(lambda c: policy.tenant_share_set(c, queue, tenant, weight=weight, cap=cap))
+        who = _by(by)
+        self._run(lambda c: policy.tenant_share_set(c, queue, tenant, weight=weight, cap=cap, by=who))
 
     def set_tenant_rate(self, queue: str, tenant: str, rate: str | None) -> None:
         """Set a tenant's rate limit on a queue (``"50/s"``, ``"N/m"``, ``"N/h"``, ``"N/d"``), or

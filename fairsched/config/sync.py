@@ -412,16 +412,23 @@ def changed_fields(before: QueueSettings, after: QueueSettings) -> Iterable[tupl
 
 
 def tenant_set(
-    conn: psycopg.Connection, queue: str, tenant: str, *, weight: float | None = None, cap: int | None = None
+    conn: psycopg.Connection,
+    queue: str,
+    tenant: str,
+    *,
+    weight: float | None = None,
+    cap: int | None = None,
+    by: str = "cli",
 ) -> str:
-    """Set a tenant's weight and/or cap (``cap=0``: none) and wake the queue's claimers.
+    """Set a tenant's weight and/or cap (``cap=0``: none) and wake the queue's claimers;
+    ``by`` is who, for the audit trail.
 
     Returns a note for the operator when the queue's stack does not use the value.
     """
     check_queue_name(queue)
     check_label("tenant", tenant, MAX_TENANT_CHARS)
     with conn.transaction():
-        tenant_share_set(conn, queue, tenant, weight=weight, cap=cap)
+        tenant_share_set(conn, queue, tenant, weight=weight, cap=cap, by=by)
         conn.execute(QUERIES["configsync_queue_notify"], {"name": queue})
     if queue_stack(conn, queue).tenant_ordered:
         return ""

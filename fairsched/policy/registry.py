@@ -159,8 +159,10 @@ def tenant_share_set(
     *,
     weight: float | None = None,
     cap: int | None = None,
+    by: str = "api",
 ) -> None:
-    """Set a tenant's weight and/or running cap on a queue (``cap=0`` removes the cap).
+    """Set a tenant's weight and/or running cap on a queue (``cap=0`` removes the cap),
+    recorded with ``by`` in ``fairsched.admin_events``.
 
     Takes effect on the next claim, for the queued backlog too. Ranges:
     :mod:`fairsched.bounds` (the database checks them too).
@@ -174,7 +176,8 @@ def tenant_share_set(
     queue_stack(conn, queue)
     with operation("tenant_share_set"):
         conn.execute(
-            QUERIES["tenant_share_set"], {"queue": queue, "tenant": tenant, "weight": weight, "cap": cap}
+            QUERIES["tenant_share_set"],
+            {"queue": queue, "tenant": tenant, "weight": weight, "cap": cap, "by": by},
         )
 
 

@@ -1,12 +1,12 @@
 """Changes, each in two steps: a POST without ``confirmed`` shows what will change (nothing
 changes), the same POST with ``confirmed=1`` makes the change through the client. Both
 steps need an authenticated user, ``web.actions`` on and the CSRF field
-(:func:`fairsched.web.auth.check_change`). Dead-job and aggregate changes are recorded in
-the job's history with ``by = "web:<user>"``; weight and cap changes, which have no
-history table, are logged by ``fairsched.web.audit`` with the user.
+(:func:`fairsched.web.auth.check_change`). Dead-job, aggregate and cancel changes are
+recorded in the job's history with ``by = "web:<user>"``; weight and cap changes in
+``fairsched.admin_events``, and logged by ``fairsched.web.audit`` with the user.
 
 Each action is one :class:`Action` in :data:`ACTIONS`, served at ``/actions/<name>``: a
-new one (a job cancel, say) is one more entry with its own parse, preview and perform.
+new one is one more entry with its own parse, preview and perform.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _tenant_preview(conn: psycopg.Connection, p: Params) -> list[Change]:
 
 def _tenant_perform(client: Client, p: Params, by: str) -> str:
     with client.connection() as conn:
-        note = configsync.tenant_set(conn, p["queue"], p["tenant"], weight=p["weight"], cap=p["cap"])
+        note = configsync.tenant_set(conn, p["queue"], p["tenant"], weight=p["weight"], cap=p["cap"], by=by)
     audit.info(
         "tenant %s/%s changed by %s: weight %s, cap %s",
         p["queue"],
@@ -131,6 +131,31 @@ def _dead_perform(client: Client, p: Params, by: str) -> str:
         return f"job {p['job']} replayed: pending again"
     client.dead_discard(p["job"], by=by)
     return f"job {p['job']} discarded"
+
+
+# -- cancel a job ---------------------------------------------------------------------
+
+_UNFINISHED = {"pending": "cancelled", "waiting": "cancelled", "running": "asked to stop; then cancelled"}
+
+
+def _cancel_parse(fields: dict[str, str]) -> Params:
+    return {"job": job_id(fields.get("job", ""))}
+
+
+def _cancel_preview(conn: psycopg.Connection, p: Params) -> list[Change]:
+    job = dead.job_show(conn, p["job"])
+    if job["status"] not in _UNFINISHED:
+        raise InvalidInput(f"job {p['job']} already finished ({job['status']}): nothing to cancel")
+    return [
+        (f"job {p['job']} ({job['queue_name']}/{job['tenant']})", job["status"], _UNFINISHED[job["status"]])
+    ]
+
+
+def _cancel_perform(client: Client, p: Params, by: str) -> str:
+    outcome = client.cancel(p["job"], by=by)
+    if outcome == "requested":
+        return f"job {p['job']} asked to stop: it ends cancelled unless it succeeds first"
+    return f"job {p['job']} cancelled"
 
 
 # -- blocked aggregates ---------------------------------------------------------------
@@ -170,6 +195,7 @@ def _aggregate_perform(client: Client, p: Params, by: str) -> str:
 ACTIONS: dict[str, Action] = {
     "tenant": Action("Change a tenant's weight or cap", _tenant_parse, _tenant_preview, _tenant_perform),
     "dead": Action("Replay or discard a dead job", _dead_parse, _dead_preview, _dead_perform),
+    "cancel": Action("Cancel a job", _cancel_parse, _cancel_preview, _cancel_perform),
     "aggregate": Action(
         "Unblock or skip a blocked aggregate", _aggregate_parse, _aggregate_preview, _aggregate_perform
     ),

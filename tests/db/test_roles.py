@@ -159,7 +159,7 @@ def test_worker_runs_leases_and_cannot_enqueue_or_configure(
     denied(db, lambda: worker.enqueue_many(queue, specs(12, 10)))
     denied(db, lambda: worker.declare_queue(queue, QueueSettings(lease_seconds=1)))
     with worker.connection() as conn:
-        weight = {"queue": queue, "tenant": "acme", "weight": 1000.0, "cap": None}
+        weight = {"queue": queue, "tenant": "acme", "weight": 1000.0, "cap": None, "by": "w"}
         denied_sql(db, conn, QUERIES["tenant_share_set"], weight)
         denied_sql(db, conn, "UPDATE fairsched.tenant_shares SET weight = 1000")
         denied_sql(db, conn, "UPDATE fairsched.queues SET lease_seconds = 1")
@@ -189,7 +189,8 @@ def test_admin_configures_and_resolves_dead_jobs(
     admin.declare_queue("extra", QueueSettings(policies=["weighted"]))
     with admin.connection() as conn:
         conn.execute(
-            QUERIES["tenant_share_set"], {"queue": "weighted", "tenant": "acme", "weight": 5.0, "cap": 2}
+            QUERIES["tenant_share_set"],
+            {"queue": "weighted", "tenant": "acme", "weight": 5.0, "cap": 2, "by": "admin"},
         )
     job_id = producer.enqueue("fifo", {"n": 1}, tenant="acme")
     [lease] = admin.claim("fifo", owner="a")

@@ -9,6 +9,10 @@ ROLE fairsched_producer NOLOGIN
 
 ROLE fairsched_worker NOLOGIN
 
+SEQUENCE fairsched.admin_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
+  OWNED BY fairsched.admin_events.id (identity)
+  GRANT ALL ON SEQUENCE fairsched.admin_events_id_seq TO fairsched_admin
+
 SEQUENCE fairsched.job_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
   OWNED BY fairsched.job_events.id (identity)
   GRANT ALL ON SEQUENCE fairsched.job_events_id_seq TO fairsched_admin
@@ -18,6 +22,22 @@ SEQUENCE fairsched.jobs_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE
   OWNED BY fairsched.jobs.id (identity)
   GRANT ALL ON SEQUENCE fairsched.jobs_id_seq TO fairsched_admin
   GRANT USAGE ON SEQUENCE fairsched.jobs_id_seq TO fairsched_producer
+
+TABLE fairsched.admin_events
+  COLUMN id bigint NOT NULL GENERATED ALWAYS AS IDENTITY
+  COLUMN at timestamp with time zone NOT NULL DEFAULT now()
+  COLUMN by text NOT NULL
+  COLUMN action text NOT NULL
+  COLUMN queue_name text
+  COLUMN tenant text
+  COLUMN detail jsonb NOT NULL DEFAULT '{}'::jsonb
+  CONSTRAINT admin_events_action_check CHECK (((length(action) >= 1) AND (length(action) <= 64)))
+  CONSTRAINT admin_events_by_check CHECK (((length(by) >= 1) AND (length(by) <= 128)))
+  CONSTRAINT admin_events_pkey PRIMARY KEY (id)
+  INDEX CREATE UNIQUE INDEX admin_events_pkey ON fairsched.admin_events USING btree (id)
+  INDEX CREATE INDEX admin_events_queue_idx ON fairsched.admin_events USING btree (queue_name, at)
+  GRANT ALL ON TABLE fairsched.admin_events TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.admin_events TO fairsched_worker
 
 TABLE fairsched.aggregates
   COLUMN queue_name text NOT NULL

@@ -3,7 +3,8 @@
 Every page loads without console errors; the share chart and the counts move while
 workers run; a weight changed in the page reaches ``fairsched tenant list`` and the
 claims that follow; a dead job replayed from the page runs again, a blocked aggregate
-skipped from it lets the next job run; starving and throttled tenants are told apart.
+skipped from it lets the next job run, jobs cancelled from it stop; starving and
+throttled tenants are told apart.
 Who may change what: test_access.py.
 """
 
@@ -139,6 +140,8 @@ def test_a_weight_change_in_the_page_reaches_tenant_list_and_the_next_claims(
     weights = {row["tenant"]: row["weight"] for row in json.loads(listed.stdout)}
     assert weights == {"a": 1.0, "b": 4.0}
     assert f"tenant {QUEUE}/b changed by web:token: weight 4, cap unchanged" in server.output()
+    audit = db.execute("SELECT by, action, tenant, detail FROM fairsched.admin_events").fetchall()
+    assert audit == [("web:token", "tenant_share", "b", {"weight": 4.0, "cap": None})]
     after = claims_since(db, changed, 300)
     share_b = after["b"] / sum(after.values())
     print(f"before {dict(before)}; after b=4: {dict(after)} (b {share_b:.3f})")
@@ -172,6 +175,34 @@ def test_a_dead_job_replayed_from_the_page_runs_again(
     events = page.inner_text("#events")
     assert "replayed" in events and "web:token" in events
     assert page.locator("#attempts tbody tr").count() == 2
+    assert page.console.errors == []  # type: ignore[attr-defined]
+
+
+def test_jobs_cancelled_from_the_page_a_queued_one_at_once_a_running_one_stopped(
+    fresh_db: str, db: psycopg.Connection, workers: Workers, server: WebServer, page: Page
+) -> None:
+    with declare(fresh_db) as client:
+        running, queued = client.enqueue_many(
+            QUEUE, [JobSpec({"steps": 1200, "step_seconds": 0.05}, "acme"), JobSpec({}, "acme")]
+        )
+    workers.start({QUEUE: 1})
+    wait_for(lambda: status_of(db, running) == "running", "the long job runs")
+    log_in(page, server)
+    for job_id, after, done in [
+        (queued, "cancelled", "cancelled"),
+        (running, "asked to stop", "asked to stop"),
+    ]:
+        page.goto(f"{server.url}jobs/{job_id}")
+        page.locator("button:text('cancel')").click()
+        assert after in page.inner_text("#changes")
+        page.click("#confirm")
+        assert done in page.inner_text("#done")
+    wait_for(lambda: status_of(db, running) == "cancelled", "the running job stops, cancelled")
+    assert status_of(db, queued) == "cancelled"
+    page.goto(f"{server.url}jobs/{running}")
+    events = page.inner_text("#events")
+    assert "cancel_requested" in events and "web:token" in events
+    assert page.locator("button:text('cancel')").count() == 0  # finished: no cancel offered
     assert page.console.errors == []  # type: ignore[attr-defined]
 
 

@@ -68,15 +68,24 @@ RETURNING t.queue_name, t.tenant, t.active
 SELECT fairsched.tenant_shares_finish(%(ids)s::bigint[])
 
 -- name: tenant_share_set
--- Set a tenant's weight and/or cap on a queue (NULL keeps the current value; cap 0 clears it).
-INSERT INTO fairsched.tenant_shares AS t (queue_name, tenant, weight, cap, active, ready_at)
-VALUES (%(queue)s, %(tenant)s, coalesce(%(weight)s::float8, 1), nullif(%(cap)s::int, 0), false,
-        'infinity')
-ON CONFLICT (queue_name, tenant) DO UPDATE
-   SET weight = coalesce(%(weight)s::float8, t.weight),
-       cap = CASE WHEN %(cap)s::int IS NULL THEN t.cap ELSE nullif(%(cap)s::int, 0) END,
-       updated_at = now()
-RETURNING weight, cap
+-- Set a tenant's weight and/or cap on a queue (NULL keeps the current value; cap 0 clears it),
+-- and record who did it, with the values after, in the admin audit trail.
+WITH changed AS (
+    INSERT INTO fairsched.tenant_shares AS t (queue_name, tenant, weight, cap, active, ready_at)
+    VALUES (%(queue)s, %(tenant)s, coalesce(%(weight)s::float8, 1), nullif(%(cap)s::int, 0), false,
+            'infinity')
+    ON CONFLICT (queue_name, tenant) DO UPDATE
+       SET weight = coalesce(%(weight)s::float8, t.weight),
+           cap = CASE WHEN %(cap)s::int IS NULL THEN t.cap ELSE nullif(%(cap)s::int, 0) END,
+           updated_at = now()
+    RETURNING weight, cap
+), audit AS (
+    INSERT INTO fairsched.admin_events (by, action, queue_name, tenant, detail)
+    SELECT %(by)s, 'tenant_share', %(queue)s, %(tenant)s,
+           jsonb_build_object('weight', c.weight, 'cap', c.cap)
+      FROM changed AS c
+)
+SELECT weight, cap FROM changed
 
 -- name: tenant_shares_list
 -- Every tenant's share state on a queue: weight, cap, running (claims counted minus
