@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import psycopg
@@ -252,6 +253,21 @@ async def test_the_event_loop_runs_on_while_an_enqueue_waits_for_a_lock(
     """An enqueue waiting for a serial aggregate's lock leaves the loop free: the holder,
     on the same loop, commits and the enqueue goes on (a blocked loop would never get
     there: the enqueue would give up at its lock timeout)."""
+    async with enqueue_waiting_on_a_lock(aclient, fresh_db) as waiting:
+        assert not waiting.done()
+    await waiting
+    assert [lease.aggregate_seq for lease in await aclient.claim("s", owner="w", limit=5)] == [1]
+
+
+WAITING_ON_A_LOCK = (
+    "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+)
+
+
+@asynccontextmanager
+async def enqueue_waiting_on_a_lock(aclient: AsyncClient, fresh_db: str) -> AsyncIterator[asyncio.Task[int]]:
+    """An enqueue of serial aggregate ``k``'s seq 2 on queue ``s``, waiting for the lock a
+    transaction holds (it enqueued seq 1) until the block ends: the holder commits then."""
     await aclient.declare_queue("s", QueueSettings(policies=["serial"]))
     async with await psycopg.AsyncConnection.connect(fresh_db) as holder, holder.transaction():
         await aclient.enqueue("s", {}, tenant="t", aggregate_key="k", aggregate_seq=1, conn=holder)
@@ -261,14 +277,7 @@ async def test_the_event_loop_runs_on_while_an_enqueue_waits_for_a_lock(
         async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as watcher:
             while not await (await watcher.execute(WAITING_ON_A_LOCK)).fetchone():
                 await asyncio.sleep(0.01)
-        assert not waiting.done()
-    await waiting
-    assert [lease.aggregate_seq for lease in await aclient.claim("s", owner="w", limit=5)] == [1]
-
-
-WAITING_ON_A_LOCK = (
-    "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-)
+        yield waiting
 
 
 async def test_the_pools_sessions_are_the_sync_clients(aclient: AsyncClient) -> None:
@@ -295,15 +304,7 @@ async def test_a_cancelled_enqueue_changes_nothing_and_the_client_goes_on(
 ) -> None:
     """Cancelling the task of an enqueue that waits for a lock ends it (the statement is
     cancelled on the server), writes nothing, and leaves the pool's connections usable."""
-    await aclient.declare_queue("s", QueueSettings(policies=["serial"]))
-    async with await psycopg.AsyncConnection.connect(fresh_db) as holder, holder.transaction():
-        await aclient.enqueue("s", {}, tenant="t", aggregate_key="k", aggregate_seq=1, conn=holder)
-        waiting = asyncio.create_task(
-            aclient.enqueue("s", {}, tenant="t", aggregate_key="k", aggregate_seq=2)
-        )
-        async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as watcher:
-            while not await (await watcher.execute(WAITING_ON_A_LOCK)).fetchone():
-                await asyncio.sleep(0.01)
+    async with enqueue_waiting_on_a_lock(aclient, fresh_db) as waiting:
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
