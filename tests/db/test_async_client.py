@@ -316,7 +316,7 @@ async def test_a_cancelled_enqueue_changes_nothing_and_the_client_goes_on(
     assert second.aggregate_seq == 2
 
 
-def test_every_public_method_of_client_has_its_coroutine() -> None:
+async def test_every_public_method_of_client_has_its_coroutine() -> None:
     public = {name for name in dir(Client) if not name.startswith("_") and callable(getattr(Client, name))}
     missing = {name for name in public if not hasattr(AsyncClient, name)}
     assert not missing, f"AsyncClient lacks {sorted(missing)}"
