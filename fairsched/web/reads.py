@@ -20,6 +20,7 @@ from fairsched.config import sync as configsync
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine import dead, enqueue
+from fairsched.engine.workers import QueueWorkers, workers_by_queue
 from fairsched.observe.snapshot import ExporterSettings, QueueSnapshot, read_snapshot
 from fairsched.observe.status import Status, read_status
 from fairsched.policy import registry as policy
@@ -37,17 +38,19 @@ Sort = Literal["tenant", "weight", "cap", "running", "share", "entitled", "oldes
 
 @dataclass
 class Overview:
-    """The overview page: ``status`` plus workers and busy slots per queue."""
+    """The overview page: ``status`` plus, per queue, its live workers with their slots
+    (the worker registry) and its busy slots."""
 
     status: Status
-    workers: dict[str, tuple[int, int]]
+    workers: dict[str, QueueWorkers]
+    busy: dict[str, int]
 
 
 def overview(conn: psycopg.Connection, settings: Settings, limits: ExporterSettings) -> Overview:
     report = read_status(conn, settings, limits)
-    with operation("web_workers"):
-        rows = conn.execute(QUERIES["web_workers"]).fetchall()
-    return Overview(report, {name: (workers, busy) for name, workers, busy in rows})
+    with operation("web_busy"):
+        busy: dict[str, int] = dict(conn.execute(QUERIES["web_busy"]).fetchall())
+    return Overview(report, workers_by_queue(conn), busy)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from fairsched.worker.finisher import Finisher
 from fairsched.worker.headkeeper import HeadKeeper
 from fairsched.worker.heartbeat import Heartbeater
 from fairsched.worker.listener import Listener
+from fairsched.worker.presence import Presence
 from fairsched.worker.pruner import Pruner
 from fairsched.worker.runner import QueueRunner
 from fairsched.worker.scheduler import Scheduler
@@ -116,6 +117,7 @@ class Runtime:
         self._headkeeper = HeadKeeper(client, settings.head_refresh_seconds)
         self._pruner = Pruner.from_environment(client)
         self._scheduler = Scheduler(client, self.crashed)
+        self._presence = Presence(client, owner, {name: r.slots for name, r in self.runners.items()})
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
@@ -133,6 +135,7 @@ class Runtime:
         self._headkeeper.start()
         self._pruner.start()
         self._scheduler.start()
+        self._presence.start()
         while not self._stop.wait(1.0):
             self._record_pool_stats()
         self._shutdown()
@@ -206,6 +209,7 @@ class Runtime:
             log.info("releasing %d jobs still running after the grace period", len(abandoned))
             self.release_all(job.lease for job in abandoned)
         self.finisher.close(FLUSH_SECONDS)
+        self._presence.stop()
         self._heartbeater.stop()
         if self._loop is not None and self._loop_thread is not None:
             self._loop.call_soon_threadsafe(cancel_and_stop, self._loop)

@@ -367,6 +367,18 @@ TABLE fairsched.tenant_shares
   GRANT INSERT (queue_name, tenant, pass, active, ready_at) ON TABLE fairsched.tenant_shares TO fairsched_worker
   GRANT UPDATE (pass, running, active, ready_at, runtime_estimate, claimed_total, charged_total, updated_at) ON TABLE fairsched.tenant_shares TO fairsched_worker
 
+TABLE fairsched.workers
+  COLUMN owner text NOT NULL
+  COLUMN queues jsonb NOT NULL
+  COLUMN started_at timestamp with time zone NOT NULL DEFAULT now()
+  COLUMN seen_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT workers_owner_check CHECK (((length(owner) >= 1) AND (length(owner) <= 200)))
+  CONSTRAINT workers_pkey PRIMARY KEY (owner)
+  CONSTRAINT workers_queues_check CHECK ((jsonb_typeof(queues) = 'object'::text))
+  INDEX CREATE UNIQUE INDEX workers_pkey ON fairsched.workers USING btree (owner)
+  GRANT ALL ON TABLE fairsched.workers TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.workers TO fairsched_worker
+
 CREATE OR REPLACE FUNCTION fairsched.claim_heads_lower()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -802,6 +814,40 @@ CREATE OR REPLACE FUNCTION fairsched.tenant_shares_floor(queue text)
  STABLE
 RETURN COALESCE((SELECT a.pass FROM fairsched.tenant_shares a WHERE ((a.queue_name = tenant_shares_floor.queue) AND a.active) ORDER BY a.pass LIMIT 1), (SELECT max(a.pass) AS max FROM fairsched.tenant_shares a WHERE (a.queue_name = tenant_shares_floor.queue)), (0)::double precision)
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_floor(text) TO PUBLIC
+
+CREATE OR REPLACE FUNCTION fairsched.worker_gone(owner text)
+ RETURNS void
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$ DELETE FROM fairsched.workers AS w WHERE w.owner = worker_gone.owner $function$
+  GRANT EXECUTE ON FUNCTION fairsched.worker_gone(text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.worker_gone(text) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.worker_seen(owner text, queues jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF jsonb_typeof(queues) IS DISTINCT FROM 'object'
+       OR (SELECT count(*) FROM jsonb_object_keys(queues)) > 1000
+       OR EXISTS (SELECT 1 FROM jsonb_each(queues) AS q(name, slots)
+                   WHERE jsonb_typeof(q.slots) <> 'number'
+                      OR NOT (q.slots::numeric BETWEEN 0 AND 100000)
+                      OR length(q.name) NOT BETWEEN 1 AND 63) THEN
+        RAISE EXCEPTION 'a worker''s queues are an object of at most 1000 queue names, each with 0 to 100000 slots'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO fairsched.workers AS w (owner, queues) VALUES (owner, queues)
+    ON CONFLICT ON CONSTRAINT workers_pkey
+    DO UPDATE SET queues = excluded.queues, seen_at = now();
+    DELETE FROM fairsched.workers AS w WHERE w.seen_at < now() - interval '1 day';
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.worker_seen(text,jsonb) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.worker_seen(text,jsonb) TO fairsched_worker
 
 DEFAULT PRIVILEGES IN SCHEMA fairsched GRANT ALL ON SEQUENCES TO fairsched_admin
 DEFAULT PRIVILEGES IN SCHEMA fairsched GRANT ALL ON TABLES TO fairsched_admin

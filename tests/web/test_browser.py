@@ -105,6 +105,9 @@ def test_the_share_chart_and_the_counts_move_while_workers_run(
     )
     # the chart's series hold observed shares near the entitled 75% / 25%
     page.goto(server.url)
+    row = f"tr[data-queue={QUEUE}]"
+    wait_for(lambda: page.inner_text(f"{row} [data-field=workers]") == "1", "the worker in the registry")
+    assert page.inner_text(f"{row} [data-field=slots]") == "4"
     wait_for(
         lambda: page.inner_text(f"tr[data-queue={QUEUE}] [data-field=claimed]") not in ("-", "0.0"), "a rate"
     )

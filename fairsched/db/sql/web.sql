@@ -1,7 +1,7 @@
--- name: web_workers
--- Per queue: the worker processes holding leases and the slots busy now, read over the
--- running jobs only (jobs_expired_lease_idx): O(slots in use), never O(jobs).
-SELECT queue_name, count(DISTINCT lease_owner) AS workers, count(*) AS busy
+-- name: web_busy
+-- Per queue: the slots busy now, read over the running jobs only
+-- (jobs_expired_lease_idx): O(slots in use), never O(jobs).
+SELECT queue_name, count(*) AS busy
   FROM fairsched.jobs
  WHERE status = 'running'
  GROUP BY queue_name
