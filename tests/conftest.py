@@ -30,6 +30,10 @@ from fairsched.db.migrate import migrate, migrations_dir
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+collect_ignore_glob = ["apps/*.py", "web/readme_screenshot.py"]
+"""Handler modules the worker processes import (some configure the process they run in
+at import) and a script: never imported by the doctest collection."""
+
 DB_PREFIX = "fairsched_test_"
 TIERS = ("unit", "db", "processes", "faults", "web")
 
