@@ -4,7 +4,7 @@ every command registered on the root app of :mod:`fairsched.cli.root`, in the or
 
 from __future__ import annotations
 
-from fairsched.cli import aggregate, config, dead, job, jobs, monitor, policy, prune, run, tenant
+from fairsched.cli import aggregate, config, dead, job, jobs, monitor, policy, prune, role, run, tenant
 from fairsched.cli.bench import bench
 from fairsched.cli.root import app, plain_help
 
@@ -28,6 +28,7 @@ app.add_typer(config.app, name="config")
 app.add_typer(tenant.app, name="tenant")
 app.add_typer(policy.app, name="policy")
 app.add_typer(aggregate.app, name="aggregate")
+app.add_typer(role.app, name="role")
 plain_help(app)
 
 __all__ = ["app", "main"]
