@@ -349,6 +349,11 @@ BEGIN
 END
 $$;
 
+-- Jobs settled before this migration kept share_counted: clear it where it no longer
+-- counts a running slot, so that no settle releases one again.
+UPDATE fairsched.jobs SET share_counted = false
+ WHERE share_counted AND status NOT IN ('running', 'succeeded');
+
 -- Serial jobs left running for good: advance their aggregate past them, or (poison mode
 -- block) let a dead one hold it (policies.sql, aggregates_finish). Read from the jobs'
 -- rows: calling it again changes nothing.
@@ -665,7 +670,9 @@ BEGIN
     END IF;
     EXECUTE body;
     EXECUTE format('REVOKE ALL ON FUNCTION fairsched.%I FROM PUBLIC', p_name);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION fairsched.%I TO fairsched_worker, fairsched_admin', p_name);
+    IF (SELECT count(*) FROM pg_roles WHERE rolname IN ('fairsched_worker', 'fairsched_admin')) = 2 THEN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION fairsched.%I TO fairsched_worker, fairsched_admin', p_name);
+    END IF;
     RETURN true;
 END
 $$;

@@ -1200,7 +1200,9 @@ BEGIN
     END IF;
     EXECUTE body;
     EXECUTE format('REVOKE ALL ON FUNCTION fairsched.%I FROM PUBLIC', p_name);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION fairsched.%I TO fairsched_worker, fairsched_admin', p_name);
+    IF (SELECT count(*) FROM pg_roles WHERE rolname IN ('fairsched_worker', 'fairsched_admin')) = 2 THEN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION fairsched.%I TO fairsched_worker, fairsched_admin', p_name);
+    END IF;
     RETURN true;
 END
 $function$
