@@ -35,8 +35,7 @@ def heads_refresh(conn: psycopg.Connection) -> int:
     A read-only look finds the queues behind; each of their refreshes is its own short
     transaction (a function of 008_roles.sql): lock the row (skipped while a transaction
     that makes jobs pending or activates a tenant holds it), then read from the current
-    head on. Returns how many
-    rows were refreshed. ``conn`` must be in autocommit mode.
+    head on. Returns how many rows were refreshed. ``conn`` must be in autocommit mode.
     """
     with operation("claim_heads_behind"):
         behind = conn.execute(QUERIES["claim_heads_behind"]).fetchall()
