@@ -4,7 +4,20 @@ every command registered on the root app of :mod:`fairsched.cli.root`, in the or
 
 from __future__ import annotations
 
-from fairsched.cli import aggregate, config, dead, job, jobs, monitor, policy, prune, run, schedule, tenant
+from fairsched.cli import (
+    aggregate,
+    config,
+    dead,
+    job,
+    jobs,
+    monitor,
+    policy,
+    prune,
+    role,
+    run,
+    schedule,
+    tenant,
+)
 from fairsched.cli.bench import bench
 from fairsched.cli.root import app, plain_help
 from fairsched.cli.web import web
@@ -31,6 +44,7 @@ app.add_typer(tenant.app, name="tenant")
 app.add_typer(policy.app, name="policy")
 app.add_typer(aggregate.app, name="aggregate")
 app.add_typer(schedule.app, name="schedule")
+app.add_typer(role.app, name="role")
 plain_help(app)
 
 __all__ = ["app", "main"]

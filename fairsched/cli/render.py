@@ -124,6 +124,14 @@ def blocked_table(blocked: Sequence[Any], *, since: str = "blocked since", title
     return table
 
 
+def grants_table(grants: Sequence[Any]) -> Table:
+    """Producer tenant grants (:class:`fairsched.config.producers.TenantGrant`)."""
+    table = Table("role", "tenant", "granted at", title="producer tenant grants")
+    for g in grants:
+        table.add_row(g.role, g.pattern, when(g.granted_at))
+    return table
+
+
 def status_view(report: Any, recent: dict[tuple[str, str], float], interval: float | None = None) -> Group:
     """The status tables: queues, then each queue's tenants, then blocked aggregates.
 

@@ -36,6 +36,7 @@ from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
 from fairsched.engine.rekey import aging_rekey
 from fairsched.engine.settle import tenants_activate
+from fairsched.engine.stackfunctions import stack_functions_install
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
 from fairsched.policy.registry import forget_stacks, queue_stack, resolve, tenant_share_set
 from fairsched.settings import QueueSettings, Settings, TenantSettings, describe_validation_error
@@ -164,6 +165,7 @@ def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]
         for name, queue in queues.items():
             with operation("queue_upsert"):
                 conn.execute(QUERIES["queue_upsert"], {"name": name, **queue.model_dump()})
+            stack_functions_install(conn, tuple(queue.policies), tenant_ordered=orders_tenants(queue))
             if orders_tenants(queue):
                 with operation("configsync_pending_tenants"):
                     rows = conn.execute(QUERIES["configsync_pending_tenants"], {"name": name}).fetchall()

@@ -18,9 +18,10 @@ from psycopg import sql
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
-from fairsched.engine.composer import compose_claim, stack_filters
+from fairsched.engine.composer import compose_claim
 from fairsched.engine.lease import Lease, lease_row
 from fairsched.engine.settle import tenants_deactivate_dry
+from fairsched.engine.stackfunctions import claim_function, stack_function_ready
 from fairsched.policy.registry import queue_stack, resolve
 
 MAX_BATCH = 1000
@@ -31,7 +32,8 @@ DRY_RETRIES = 3
 
 
 def claim_statement(names: Sequence[str], params: Mapping[str, object]) -> sql.SQL:
-    """The statement a stack's claim with ``params`` (:func:`claim_params`) runs."""
+    """The statement a stack's claim with ``params`` (:func:`claim_params`) runs (inside
+    its stack function, :func:`claim_execute`)."""
     return compose_claim(tuple(names), single=params["limit"] == 1)
 
 
@@ -62,14 +64,16 @@ def claim_session_configure(conn: psycopg.Connection) -> None:
 
 
 def claim_execute(cur: psycopg.Cursor[Lease], names: Sequence[str], params: dict[str, object]) -> list[Lease]:
-    """Run a stack's claim statement on ``cur``.
+    """Run a stack's claim statement on ``cur``, through the stack's claim function
+    (:mod:`fairsched.engine.stackfunctions`: workers may write no table themselves).
 
     Outside a claim session (:func:`claim_session_configure`) the tenant-first
     statement still runs on its generic plan without JIT, set for its own transaction;
     the job-first statement plans in ~0.2 ms and keeps the defaults there (its custom
     plans see the limit: their cost estimates stay small whatever the backlog).
     """
-    statement = claim_statement(names, params)
+    function = claim_function(tuple(names), single=params["limit"] == 1)
+    statement = stack_function_ready(cur.connection, function)
     if cur.connection in _GENERIC_SESSIONS or not tenant_first(names):
         return cur.execute(statement, params).fetchall()
     with cur.connection.transaction():
@@ -103,7 +107,7 @@ def jobs_claim(
             leases += claim_execute(cur, stack.names, params)
         if not stack.tenant_ordered or len(leases) >= limit:
             break
-        if not tenants_deactivate_dry(conn, queue, limit=limit, filters=stack_filters(stack.names)):
+        if not tenants_deactivate_dry(conn, queue, limit=limit, names=stack.names):
             break
     if leases:
         ids = [lease.id for lease in leases]

@@ -25,17 +25,17 @@ STATISTICS_MIN_PENDING = 1000
 """A backlog the jobs table's statistics must know of: below it, a claim that sorts the
 queue's pending jobs sorts few."""
 
-_REFRESHES = (("claim_heads_lock", "claim_heads_refresh"), ("pass_floors_lock", "pass_floors_refresh"))
-"""The lock and refresh statements of a queue's job heads, then of its pass floor."""
+_REFRESHES = ("claim_heads_refresh", "pass_floors_refresh")
+"""The refresh statements of a queue's job heads, then of its pass floor."""
 
 
 def heads_refresh(conn: psycopg.Connection) -> int:
     """Raise the claim heads and pass floors that sit below their queue's lowest live key.
 
     A read-only look finds the queues behind; each of their refreshes is its own short
-    transaction: lock the row (skipped while a transaction that makes jobs pending or
-    activates a tenant holds it), then read from the current head on. Returns how many
-    rows were refreshed. ``conn`` must be in autocommit mode.
+    transaction (a function of 008_roles.sql): lock the row (skipped while a transaction
+    that makes jobs pending or activates a tenant holds it), then read from the current
+    head on. Returns how many rows were refreshed. ``conn`` must be in autocommit mode.
     """
     with operation("claim_heads_behind"):
         behind = conn.execute(QUERIES["claim_heads_behind"]).fetchall()
@@ -46,12 +46,10 @@ def heads_refresh(conn: psycopg.Connection) -> int:
             for step, behind_now in zip(_REFRESHES, (heads_behind, floor_behind), strict=True)
             if behind_now
         ]
-        for lock, refresh in due:
-            with operation(refresh), conn.transaction():
-                if conn.execute(QUERIES[lock], {"queue": queue}).fetchone() is None:
-                    continue
-                conn.execute(QUERIES[refresh], {"queue": queue})
-                refreshed += 1
+        for refresh in due:
+            with operation(refresh):
+                row = conn.execute(QUERIES[refresh], {"queue": queue}).fetchone()
+            refreshed += bool(row and row[0])
     return refreshed
 
 

@@ -16,31 +16,28 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 
 import psycopg
-from psycopg import sql
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
+from fairsched.engine.stackfunctions import dry_function, stack_function_ready
 from fairsched.policy import BasePolicy
 from fairsched.policy.registry import queue_stack
 
 
 def tenants_deactivate_dry(
-    conn: psycopg.Connection, queue: str, *, limit: int, filters: sql.Composable
+    conn: psycopg.Connection, queue: str, *, limit: int, names: tuple[str, ...]
 ) -> list[str]:
     """Take the lowest-pass active tenants with nothing claimable out of the selection:
-    no pending job due that passes the stack's ``filters`` (:func:`~fairsched.engine.composer.stack_filters`).
+    no pending job due that passes the filters of the stack ``names``.
 
-    Two statements: lock (skipping rows a transaction making jobs pending holds),
-    then decide on a snapshot taken after the lock. Returns the tenants looked at.
+    The stack's dry function (:mod:`fairsched.engine.stackfunctions`) runs two statements:
+    lock (skipping rows a transaction making jobs pending holds), then decide on a
+    snapshot taken after the lock. Returns the tenants looked at.
     """
-    lock = sql.SQL(QUERIES["tenant_shares_lock_dry"]).format(filters=filters)
-    deactivate = sql.SQL(QUERIES["tenant_shares_deactivate"]).format(filters=filters)
-    with operation("tenant_shares_deactivate"), conn.transaction():
-        rows = conn.execute(lock, {"queue": queue, "limit": limit}).fetchall()
-        tenants = [row[0] for row in rows]
-        if tenants:
-            conn.execute(deactivate, {"queue": queue, "tenants": tenants})
-    return tenants
+    statement = stack_function_ready(conn, dry_function(names))
+    with operation("tenant_shares_deactivate"):
+        rows = conn.execute(statement, {"queue": queue, "limit": limit}).fetchall()
+    return [row[0] for row in rows]
 
 
 def tenants_activate(

@@ -161,7 +161,9 @@ def test_an_enqueue_waiting_on_a_refresh_lowers_what_the_refresh_raised(
 ) -> None:
     later = fifo.enqueue("q", {}, tenant="a")
     with psycopg.connect(fresh_db) as refresher, psycopg.connect(fresh_db, autocommit=True) as producer:
-        assert refresher.execute(QUERIES["claim_heads_lock"], {"queue": "q"}).fetchone() is not None
+        # The refresh (lock, then raise on a snapshot taken after it) holds the heads until
+        # its transaction commits.
+        assert refresher.execute(QUERIES["claim_heads_refresh"], {"queue": "q"}).fetchone() == (True,)
         pid = producer.info.backend_pid
         enqueued: list[int] = []
         thread = threading.Thread(
@@ -169,8 +171,7 @@ def test_an_enqueue_waiting_on_a_refresh_lowers_what_the_refresh_raised(
         )
         thread.start()
         _wait_until_blocked(db, pid)
-        # The refresh's snapshot cannot see the urgent job: it raises the head to `later`.
-        refresher.execute(QUERIES["claim_heads_refresh"], {"queue": "q"})
+        # The refresh's snapshot could not see the urgent job: it raised the head to `later`.
         refresher.commit()
         thread.join(10)
     assert enqueued, "the enqueue finished"

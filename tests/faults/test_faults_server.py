@@ -23,10 +23,11 @@ from bench.soak import Soak, SoakResult
 WORKER_APP = "fairsched-worker"
 LISTENER_APP = "fairsched-listener"
 # Text that identifies each worker statement in pg_stat_activity.query (which keeps
-# only the first track_activity_query_size bytes, 1024 by default).
-CLAIM_MARK = "%LEFT JOIN fairsched.claim_heads AS h%"
-RENEW_MARK = "%progress IS DISTINCT FROM%"
-COMPLETE_MARK = "%SET status = 'succeeded'%"
+# only the first track_activity_query_size bytes, 1024 by default): the call of the
+# function that runs it (migrations/008_roles.sql).
+CLAIM_MARK = '%"fairsched"."stack\\_claim\\_%'
+RENEW_MARK = "%fairsched.lease\\_renew(%"
+COMPLETE_MARK = "%fairsched.leases\\_complete(%"
 
 
 @pytest.fixture(scope="module")

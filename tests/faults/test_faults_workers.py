@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
 
 from bench.soak import Soak, SoakResult, run_soak
 
@@ -74,7 +76,12 @@ def test_soak_with_random_kills_and_pauses(fresh_db: str, tmp_path: Path) -> Non
     assert result.ok
 
 
-def test_serial_aggregates_keep_their_order_through_kills_and_pauses(fresh_db: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("role", [None, "fairsched_worker"])
+def test_serial_aggregates_keep_their_order_through_kills_and_pauses(
+    fresh_db: str, tmp_path: Path, role: str | None
+) -> None:
+    """With ``role``, the workers run as that role: no table writes, every transition and
+    the recovery of the killed workers' leases through functions (migrations/008_roles.sql)."""
     soak = Soak(
         fresh_db,
         workers=3,
@@ -85,6 +92,7 @@ def test_serial_aggregates_keep_their_order_through_kills_and_pauses(fresh_db: s
         log_dir=tmp_path,
         policies=("weighted", "aging", "serial"),
         aggregates=3,
+        worker_dsn=make_conninfo(fresh_db, options=f"-c role={role}") if role else None,
     )
     with soak:
         for round_ in range(4):
@@ -94,7 +102,9 @@ def test_serial_aggregates_keep_their_order_through_kills_and_pauses(fresh_db: s
         soak.run_for(1.0)
     result = soak.result
     assert result is not None
-    show("serial aggregates (weighted + aging + serial), kill -9 x4, SIGSTOP x1", result)
+    show(
+        f"serial aggregates (weighted + aging + serial), kill -9 x4, SIGSTOP x1, as {role or 'owner'}", result
+    )
     report = result.report
     assert report.ordering_violations == 0
     assert (report.lost, report.stale_accepted, report.premature) == (0, 0, 0)

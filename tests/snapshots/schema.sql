@@ -16,12 +16,10 @@ SEQUENCE fairsched.admin_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 
 SEQUENCE fairsched.job_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
   OWNED BY fairsched.job_events.id (identity)
   GRANT ALL ON SEQUENCE fairsched.job_events_id_seq TO fairsched_admin
-  GRANT USAGE ON SEQUENCE fairsched.job_events_id_seq TO fairsched_worker
 
 SEQUENCE fairsched.jobs_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
   OWNED BY fairsched.jobs.id (identity)
   GRANT ALL ON SEQUENCE fairsched.jobs_id_seq TO fairsched_admin
-  GRANT USAGE ON SEQUENCE fairsched.jobs_id_seq TO fairsched_producer
 
 TABLE fairsched.admin_events
   COLUMN id bigint NOT NULL GENERATED ALWAYS AS IDENTITY
@@ -54,9 +52,6 @@ TABLE fairsched.aggregates
   GRANT ALL ON TABLE fairsched.aggregates TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.aggregates TO fairsched_producer
   GRANT SELECT ON TABLE fairsched.aggregates TO fairsched_worker
-  GRANT INSERT (queue_name, tenant, aggregate_key, next_seq) ON TABLE fairsched.aggregates TO fairsched_producer
-  GRANT UPDATE (gap_since, updated_at) ON TABLE fairsched.aggregates TO fairsched_producer
-  GRANT UPDATE (next_seq, blocked_job_id, gap_since, updated_at) ON TABLE fairsched.aggregates TO fairsched_worker
 
 TABLE fairsched.attempt_log
   COLUMN job_id bigint NOT NULL
@@ -75,7 +70,7 @@ TABLE fairsched.attempt_log
   INDEX CREATE INDEX attempt_log_retention_idx ON fairsched.attempt_log USING btree (queue_name, finished_at)
   TRIGGER CREATE TRIGGER attempt_log_queue_name BEFORE INSERT ON fairsched.attempt_log FOR EACH ROW EXECUTE FUNCTION fairsched.history_queue_name()
   GRANT ALL ON TABLE fairsched.attempt_log TO fairsched_admin
-  GRANT INSERT, SELECT ON TABLE fairsched.attempt_log TO fairsched_worker
+  GRANT SELECT ON TABLE fairsched.attempt_log TO fairsched_worker
 
 VIEW fairsched.attempts
   COLUMN job_id bigint
@@ -111,7 +106,7 @@ VIEW fairsched.attempts
        FROM fairsched.jobs j
       WHERE j.status = 'succeeded'::text;
   GRANT ALL ON TABLE fairsched.attempts TO fairsched_admin
-  GRANT INSERT, SELECT ON TABLE fairsched.attempts TO fairsched_worker
+  GRANT SELECT ON TABLE fairsched.attempts TO fairsched_worker
 
 TABLE fairsched.claim_heads
   COLUMN queue_name text NOT NULL
@@ -126,7 +121,26 @@ TABLE fairsched.claim_heads
   INDEX CREATE UNIQUE INDEX claim_heads_pkey ON fairsched.claim_heads USING btree (queue_name)
   GRANT ALL ON TABLE fairsched.claim_heads TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.claim_heads TO fairsched_producer
-  GRANT SELECT, UPDATE ON TABLE fairsched.claim_heads TO fairsched_worker
+  GRANT SELECT ON TABLE fairsched.claim_heads TO fairsched_worker
+
+TYPE fairsched.claimed
+  COLUMN id bigint
+  COLUMN queue text
+  COLUMN token bigint
+  COLUMN owner text
+  COLUMN expires_at timestamp with time zone
+  COLUMN tenant text
+  COLUMN payload jsonb
+  COLUMN attempt integer
+  COLUMN max_attempts integer
+  COLUMN idempotency_key text
+  COLUMN priority integer
+  COLUMN aggregate_key text
+  COLUMN aggregate_seq bigint
+  COLUMN created_at timestamp with time zone
+  COLUMN started_at timestamp with time zone
+  COLUMN lease_seconds double precision
+  COLUMN trace_context jsonb
 
 TABLE fairsched.job_events
   COLUMN id bigint NOT NULL GENERATED ALWAYS AS IDENTITY
@@ -141,7 +155,7 @@ TABLE fairsched.job_events
   INDEX CREATE INDEX job_events_retention_idx ON fairsched.job_events USING btree (queue_name, at)
   TRIGGER CREATE TRIGGER job_events_queue_name BEFORE INSERT ON fairsched.job_events FOR EACH ROW EXECUTE FUNCTION fairsched.history_queue_name()
   GRANT ALL ON TABLE fairsched.job_events TO fairsched_admin
-  GRANT INSERT, SELECT ON TABLE fairsched.job_events TO fairsched_worker
+  GRANT SELECT ON TABLE fairsched.job_events TO fairsched_worker
 
 TABLE fairsched.jobs
   COLUMN id bigint NOT NULL GENERATED ALWAYS AS IDENTITY
@@ -197,10 +211,8 @@ TABLE fairsched.jobs
   TRIGGER CREATE TRIGGER jobs_succeeded_unchanged AFTER UPDATE ON fairsched.jobs FOR EACH ROW WHEN (((old.status = 'succeeded'::text) AND ((((((new.status IS DISTINCT FROM old.status) OR (new.attempt_count IS DISTINCT FROM old.attempt_count)) OR (new.lease_token IS DISTINCT FROM old.lease_token)) OR (new.lease_owner IS DISTINCT FROM old.lease_owner)) OR (new.started_at IS DISTINCT FROM old.started_at)) OR (new.finished_at IS DISTINCT FROM old.finished_at)))) EXECUTE FUNCTION fairsched.jobs_succeeded_unchanged()
   TRIGGER CREATE TRIGGER jobs_updated_lower_heads AFTER UPDATE ON fairsched.jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION fairsched.claim_heads_lower()
   GRANT ALL ON TABLE fairsched.jobs TO fairsched_admin
-  GRANT INSERT ON TABLE fairsched.jobs TO fairsched_producer
-  GRANT SELECT, UPDATE ON TABLE fairsched.jobs TO fairsched_worker
+  GRANT SELECT ON TABLE fairsched.jobs TO fairsched_worker
   GRANT SELECT (id, queue_name, tenant, status, priority, available_at, aggregate_key, aggregate_seq, idempotency_key, created_at, serial) ON TABLE fairsched.jobs TO fairsched_producer
-  GRANT UPDATE (status) ON TABLE fairsched.jobs TO fairsched_producer
 
 TABLE fairsched.pass_floors
   COLUMN queue_name text NOT NULL
@@ -211,7 +223,7 @@ TABLE fairsched.pass_floors
   INDEX CREATE UNIQUE INDEX pass_floors_pkey ON fairsched.pass_floors USING btree (queue_name)
   GRANT ALL ON TABLE fairsched.pass_floors TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.pass_floors TO fairsched_producer
-  GRANT SELECT, UPDATE ON TABLE fairsched.pass_floors TO fairsched_worker
+  GRANT SELECT ON TABLE fairsched.pass_floors TO fairsched_worker
 
 TABLE fairsched.policy_migrations
   COLUMN policy text NOT NULL
@@ -222,6 +234,17 @@ TABLE fairsched.policy_migrations
   CONSTRAINT policy_migrations_pkey PRIMARY KEY (policy, version)
   INDEX CREATE UNIQUE INDEX policy_migrations_pkey ON fairsched.policy_migrations USING btree (policy, version)
   GRANT ALL ON TABLE fairsched.policy_migrations TO fairsched_admin
+
+TABLE fairsched.producer_tenants
+  COLUMN role_name text NOT NULL
+  COLUMN tenant text NOT NULL
+  COLUMN exact boolean NOT NULL
+  COLUMN granted_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT producer_tenants_pkey PRIMARY KEY (role_name, tenant, exact)
+  CONSTRAINT producer_tenants_role_name_check CHECK (((length(role_name) >= 1) AND (length(role_name) <= 63)))
+  CONSTRAINT producer_tenants_tenant_check CHECK ((length(tenant) <= 128))
+  INDEX CREATE UNIQUE INDEX producer_tenants_pkey ON fairsched.producer_tenants USING btree (role_name, tenant, exact)
+  GRANT ALL ON TABLE fairsched.producer_tenants TO fairsched_admin
 
 TABLE fairsched.queues
   COLUMN name text NOT NULL
@@ -310,7 +333,6 @@ TABLE fairsched.schedules
   INDEX CREATE UNIQUE INDEX schedules_pkey ON fairsched.schedules USING btree (name)
   GRANT ALL ON TABLE fairsched.schedules TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.schedules TO fairsched_worker
-  GRANT UPDATE (next_tick, last_tick, last_job_id, updated_at) ON TABLE fairsched.schedules TO fairsched_worker
 
 TABLE fairsched.schema_migrations
   COLUMN version text NOT NULL
@@ -332,7 +354,7 @@ TABLE fairsched.tenant_releases
   INDEX CREATE UNIQUE INDEX tenant_releases_pkey ON fairsched.tenant_releases USING btree (queue_name, tenant, shard)
   GRANT ALL ON TABLE fairsched.tenant_releases TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.tenant_releases TO fairsched_producer
-  GRANT INSERT, SELECT, UPDATE ON TABLE fairsched.tenant_releases TO fairsched_worker
+  GRANT SELECT ON TABLE fairsched.tenant_releases TO fairsched_worker
 
 TABLE fairsched.tenant_shares
   COLUMN queue_name text NOT NULL
@@ -362,10 +384,6 @@ TABLE fairsched.tenant_shares
   GRANT ALL ON TABLE fairsched.tenant_shares TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.tenant_shares TO fairsched_producer
   GRANT SELECT ON TABLE fairsched.tenant_shares TO fairsched_worker
-  GRANT INSERT (queue_name, tenant, pass, active, ready_at) ON TABLE fairsched.tenant_shares TO fairsched_producer
-  GRANT UPDATE (pass, active, ready_at, updated_at) ON TABLE fairsched.tenant_shares TO fairsched_producer
-  GRANT INSERT (queue_name, tenant, pass, active, ready_at) ON TABLE fairsched.tenant_shares TO fairsched_worker
-  GRANT UPDATE (pass, running, active, ready_at, runtime_estimate, claimed_total, charged_total, updated_at) ON TABLE fairsched.tenant_shares TO fairsched_worker
 
 TABLE fairsched.workers
   COLUMN owner text NOT NULL
@@ -378,6 +396,115 @@ TABLE fairsched.workers
   INDEX CREATE UNIQUE INDEX workers_pkey ON fairsched.workers USING btree (owner)
   GRANT ALL ON TABLE fairsched.workers TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.workers TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.aggregates_advance(p_queues text[], p_tenants text[], p_keys text[])
+ RETURNS TABLE(id bigint, queue_name text, tenant text, available_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH input AS (
+        SELECT DISTINCT * FROM unnest(p_queues, p_tenants, p_keys) AS t(queue_name, tenant, aggregate_key)
+    ), free AS (
+        SELECT a.queue_name, a.tenant, a.aggregate_key, a.next_seq, q.serial_gap
+          FROM input i
+          JOIN fairsched.aggregates a USING (queue_name, tenant, aggregate_key)
+          JOIN fairsched.queues q ON q.name = a.queue_name
+         WHERE a.blocked_job_id IS NULL
+           AND NOT EXISTS (SELECT 1 FROM fairsched.jobs j
+                            WHERE j.serial AND j.queue_name = a.queue_name AND j.tenant = a.tenant
+                              AND j.aggregate_key = a.aggregate_key
+                              AND j.status IN ('pending', 'running'))
+    ), head AS (
+        SELECT f.*, w.id, w.aggregate_seq,
+               w.aggregate_seq = f.next_seq
+               OR (f.serial_gap = 'strict' AND w.aggregate_seq - f.next_seq = (
+                    SELECT count(*) FROM fairsched.jobs c
+                     WHERE c.serial AND c.queue_name = f.queue_name AND c.tenant = f.tenant
+                       AND c.aggregate_key = f.aggregate_key AND c.status = 'cancelled'
+                       AND c.aggregate_seq >= f.next_seq AND c.aggregate_seq < w.aggregate_seq))
+                   AS in_order
+          FROM free f
+          LEFT JOIN LATERAL (
+                SELECT j.id, j.aggregate_seq FROM fairsched.jobs j
+                 WHERE j.queue_name = f.queue_name AND j.tenant = f.tenant
+                   AND j.aggregate_key = f.aggregate_key AND j.status = 'waiting'
+                 ORDER BY j.aggregate_seq LIMIT 1) w ON true
+    ), promoted AS (
+        UPDATE fairsched.jobs AS j
+           SET status = 'pending'
+          FROM head h
+         WHERE j.id = h.id AND j.status = 'waiting'
+           AND (h.serial_gap = 'lowest' OR h.in_order)
+        RETURNING j.id, j.queue_name, j.tenant, j.available_at
+    ), gaps AS (
+        UPDATE fairsched.aggregates AS a
+           SET gap_since = CASE WHEN h.id IS NOT NULL AND h.serial_gap = 'strict'
+                                     AND NOT h.in_order
+                                THEN coalesce(a.gap_since, now()) END
+          FROM head h
+         WHERE a.queue_name = h.queue_name AND a.tenant = h.tenant AND a.aggregate_key = h.aggregate_key
+    )
+    SELECT p.id, p.queue_name, p.tenant, p.available_at FROM promoted AS p;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) TO fairsched_producer
+  GRANT EXECUTE ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.aggregates_finish(p_ids bigint[])
+ RETURNS TABLE(queue_name text, tenant text, aggregate_key text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    UPDATE fairsched.aggregates AS a
+       SET next_seq = CASE WHEN j.status = 'dead' AND q.serial_poison = 'block' THEN a.next_seq
+                           ELSE greatest(a.next_seq, j.aggregate_seq + 1) END,
+           blocked_job_id = CASE WHEN j.status = 'dead' AND q.serial_poison = 'block' THEN j.id
+                                 WHEN a.blocked_job_id = j.id THEN NULL
+                                 ELSE a.blocked_job_id END,
+           updated_at = now()
+      FROM fairsched.jobs j, fairsched.queues q
+     WHERE j.id = ANY(p_ids) AND j.serial
+       AND j.status IN ('succeeded', 'dead', 'discarded', 'cancelled')
+       AND a.queue_name = j.queue_name AND a.tenant = j.tenant AND a.aggregate_key = j.aggregate_key
+       AND q.name = j.queue_name
+    RETURNING a.queue_name, a.tenant, a.aggregate_key;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.aggregates_finish(bigint[]) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.aggregates_finish(bigint[]) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.aggregates_lock(p_queue text, p_tenants text[], p_keys text[], p_seqs bigint[])
+ RETURNS TABLE(tenant text, aggregate_key text, next_seq bigint)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    PERFORM fairsched.producer_tenants_check(p_tenants);
+    IF NOT EXISTS (SELECT 1 FROM fairsched.queues AS q WHERE q.name = p_queue) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    INSERT INTO fairsched.aggregates AS a (queue_name, tenant, aggregate_key, next_seq)
+    SELECT p_queue, t.tenant, t.aggregate_key, min(t.aggregate_seq)
+      FROM unnest(p_tenants, p_keys, p_seqs) AS t(tenant, aggregate_key, aggregate_seq)
+     GROUP BY t.tenant, t.aggregate_key
+    ON CONFLICT (queue_name, tenant, aggregate_key) DO UPDATE SET updated_at = now()
+    RETURNING a.tenant, a.aggregate_key, a.next_seq;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.aggregates_lock(text,text[],text[],bigint[]) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.aggregates_lock(text,text[],text[],bigint[]) TO fairsched_producer
 
 CREATE OR REPLACE FUNCTION fairsched.claim_heads_lower()
  RETURNS trigger
@@ -414,6 +541,48 @@ BEGIN
 END
 $function$
 
+CREATE OR REPLACE FUNCTION fairsched.claim_heads_refresh(p_queue text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM 1 FROM fairsched.claim_heads AS h WHERE h.queue_name = p_queue FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    WITH fifo AS (
+        SELECT - j.priority AS rank, j.available_at, j.id
+          FROM fairsched.claim_heads AS h
+          JOIN fairsched.jobs AS j ON j.queue_name = h.queue_name
+         WHERE h.queue_name = p_queue AND j.status = 'pending'
+           AND (- j.priority, j.available_at, j.id) >= (h.fifo_rank, h.fifo_available_at, h.fifo_id)
+         ORDER BY - j.priority, j.available_at, j.id
+         LIMIT 1
+    ), aging AS (
+        SELECT j.aging_key, j.id
+          FROM fairsched.claim_heads AS h
+          JOIN fairsched.jobs AS j ON j.queue_name = h.queue_name
+         WHERE h.queue_name = p_queue AND j.status = 'pending'
+           AND (j.aging_key, j.id) >= (h.aging_key, h.aging_id)
+         ORDER BY j.aging_key, j.id
+         LIMIT 1
+    )
+    UPDATE fairsched.claim_heads AS h
+       SET fifo_rank = coalesce((SELECT rank FROM fifo), h.fifo_rank),
+           fifo_available_at = coalesce((SELECT available_at FROM fifo), h.fifo_available_at),
+           fifo_id = coalesce((SELECT id FROM fifo), h.fifo_id),
+           aging_key = coalesce((SELECT aging_key FROM aging), h.aging_key),
+           aging_id = coalesce((SELECT id FROM aging), h.aging_id),
+           refreshed_at = now()
+     WHERE h.queue_name = p_queue;
+    RETURN true;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.claim_heads_refresh(text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.claim_heads_refresh(text) TO fairsched_worker
+
 CREATE OR REPLACE FUNCTION fairsched.history_queue_name()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -427,6 +596,64 @@ BEGIN
     RETURN NEW;
 END
 $function$
+
+CREATE OR REPLACE FUNCTION fairsched.jobs_enqueue(p_queue text, p_tenants text[], p_payloads jsonb[], p_priorities integer[], p_aggregate_keys text[], p_aggregate_seqs bigint[], p_run_ats timestamp with time zone[], p_max_attempts integer[], p_idempotency_keys text[], p_serial boolean, p_activate boolean, p_trace_context jsonb)
+ RETURNS TABLE(id bigint, activated bigint, notified bigint, inserted_status text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    PERFORM fairsched.producer_tenants_check(p_tenants);
+    RETURN QUERY
+    WITH q AS (
+        SELECT name, max_attempts, notify, aging_interval_seconds
+          FROM fairsched.queues WHERE name = p_queue
+    ), input AS MATERIALIZED (
+        SELECT t.*, nextval('fairsched.jobs_id_seq') AS new_id
+          FROM unnest(p_tenants, p_payloads, p_priorities, p_aggregate_keys, p_aggregate_seqs,
+                      p_run_ats, p_max_attempts, p_idempotency_keys)
+               WITH ORDINALITY AS t(tenant, payload, priority, aggregate_key, aggregate_seq,
+                                    run_at, max_attempts, idempotency_key, ord)
+         WHERE EXISTS (SELECT 1 FROM q)
+    ), inserted AS (
+        INSERT INTO fairsched.jobs (id, queue_name, tenant, payload, priority, aggregate_key,
+                                    aggregate_seq, available_at, max_attempts, idempotency_key,
+                                    status, serial, aging_key, trace_context)
+        OVERRIDING SYSTEM VALUE
+        SELECT i.new_id, q.name, i.tenant, i.payload, i.priority, i.aggregate_key,
+               i.aggregate_seq, coalesce(i.run_at, now()), coalesce(i.max_attempts, q.max_attempts),
+               i.idempotency_key,
+               CASE WHEN p_serial AND i.aggregate_key IS NOT NULL THEN 'waiting' ELSE 'pending' END,
+               p_serial AND i.aggregate_key IS NOT NULL,
+               extract(epoch FROM now()) - i.priority * q.aging_interval_seconds,
+               p_trace_context
+          FROM input i CROSS JOIN q
+         ORDER BY i.ord
+        ON CONFLICT (queue_name, tenant, idempotency_key) WHERE idempotency_key IS NOT NULL
+        DO NOTHING
+        RETURNING id, tenant, available_at, status, aggregate_key
+    ), activated AS (
+        SELECT fairsched.tenant_shares_activate(q.name, array_agg(i.tenant),
+                                                array_agg(coalesce(i.run_at, '-infinity')))
+          FROM q CROSS JOIN input i
+         WHERE p_activate
+         GROUP BY q.name
+    ), notified AS (
+        SELECT pg_notify('fairsched_jobs', q.name)
+          FROM q
+         WHERE q.notify AND EXISTS (SELECT 1 FROM inserted)
+    )
+    SELECT ins.id, (SELECT count(*) FROM activated), (SELECT count(*) FROM notified),
+           ins.status
+      FROM input i
+      LEFT JOIN inserted ins ON ins.id = i.new_id
+     ORDER BY i.ord;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.jobs_enqueue(text,text[],jsonb[],integer[],text[],bigint[],timestamp with time zone[],integer[],text[],boolean,boolean,jsonb) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.jobs_enqueue(text,text[],jsonb[],integer[],text[],bigint[],timestamp with time zone[],integer[],text[],boolean,boolean,jsonb) TO fairsched_producer
 
 CREATE OR REPLACE FUNCTION fairsched.jobs_prune(queue text, kind text, batch integer, dry_run boolean DEFAULT false)
  RETURNS bigint
@@ -608,6 +835,175 @@ END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.jobs_succeeded_unchanged() TO PUBLIC
 
+CREATE OR REPLACE FUNCTION fairsched.lease_release(p_id bigint, p_owner text, p_token bigint)
+ RETURNS TABLE(id bigint)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH moved AS (
+        UPDATE fairsched.jobs AS j
+           SET status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+               finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
+               available_at = now(), lease_expires_at = NULL,
+               attempt_count = j.attempt_count - 1
+         WHERE j.id = p_id
+           AND (j.status = 'running') IS TRUE
+           AND j.lease_owner = p_owner
+           AND j.lease_token = p_token
+           AND j.lease_expires_at > now()
+        RETURNING j.id, j.attempt_count, j.lease_token, j.lease_owner, j.started_at
+    ), audit AS (
+        INSERT INTO fairsched.attempt_log (job_id, attempt, lease_token, lease_owner, claimed_at, outcome)
+        SELECT m.id, m.attempt_count + 1, m.lease_token, m.lease_owner, m.started_at, 'released'
+          FROM moved AS m
+    ), stale AS (
+        INSERT INTO fairsched.job_events (job_id, kind, detail)
+        SELECT p_id, 'stale_completion_rejected',
+               jsonb_build_object('op', 'release', 'token', p_token, 'owner', p_owner)
+         WHERE NOT EXISTS (SELECT 1 FROM moved)
+    )
+    SELECT m.id FROM moved AS m;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.lease_release(bigint,text,bigint) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.lease_release(bigint,text,bigint) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.lease_renew(p_id bigint, p_owner text, p_token bigint, p_progress jsonb, p_lease_seconds double precision)
+ RETURNS TABLE(lease_expires_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    UPDATE fairsched.jobs AS j
+       SET lease_expires_at = CASE
+               WHEN p_progress IS NOT NULL AND j.progress IS DISTINCT FROM p_progress
+               THEN least(now() + make_interval(secs => p_lease_seconds),
+                          j.started_at + make_interval(secs => q.max_runtime_seconds))
+               ELSE j.lease_expires_at
+           END,
+           progress = coalesce(p_progress, j.progress)
+      FROM fairsched.queues AS q
+     WHERE q.name = j.queue_name
+       AND j.id = p_id
+       AND (j.status = 'running') IS TRUE
+       AND j.lease_owner = p_owner
+       AND j.lease_token = p_token
+       AND j.lease_expires_at > now()
+    RETURNING j.lease_expires_at;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.lease_renew(bigint,text,bigint,jsonb,double precision) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.lease_renew(bigint,text,bigint,jsonb,double precision) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.leases_complete(p_owner text, p_ids bigint[], p_tokens bigint[])
+ RETURNS TABLE(id bigint)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH done AS (
+        UPDATE fairsched.jobs AS j
+           SET status = 'succeeded', finished_at = now(), lease_expires_at = NULL
+         WHERE j.id = ANY (ARRAY(SELECT unnest(p_ids)))
+           AND (j.status = 'running') IS TRUE
+           AND j.lease_owner = p_owner
+           AND j.lease_token = p_tokens[array_position(p_ids, j.id)]
+           AND j.lease_expires_at > now()
+        RETURNING j.id, j.queue_name, j.tenant, j.share_counted
+    ), stale AS (
+        INSERT INTO fairsched.job_events (job_id, kind, detail)
+        SELECT i.id, 'stale_completion_rejected',
+               jsonb_build_object('op', 'complete', 'token', i.token, 'owner', p_owner)
+          FROM unnest(p_ids, p_tokens) AS i(id, token)
+         WHERE (SELECT count(*) FROM done) < cardinality(p_ids)
+           AND i.id <> ALL (ARRAY(SELECT d.id FROM done AS d))
+    ), shares AS (
+        SELECT fairsched.tenant_shares_finish(array_agg(d.id), array_agg(d.queue_name),
+                                              array_agg(d.tenant))
+          FROM done AS d
+         WHERE d.share_counted
+        HAVING count(*) > 0
+    )
+    SELECT d.id FROM done AS d LEFT JOIN shares ON true;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.leases_complete(text,bigint[],bigint[]) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.leases_complete(text,bigint[],bigint[]) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.leases_fail(p_owner text, p_ids bigint[], p_tokens bigint[], p_kinds text[], p_codes text[], p_errors text[])
+ RETURNS TABLE(id bigint, status text, available_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH target AS (
+        SELECT j.id, p_codes[p.n] AS code, p_errors[p.n] AS error,
+               (p_kinds[p.n] = 'permanent'
+                OR j.attempt_count >= CASE WHEN p_kinds[p.n] = 'unknown'
+                                           THEN least(j.max_attempts, q.unknown_max_attempts)
+                                           ELSE j.max_attempts END) AS exhausted,
+               j.cancel_requested_at IS NOT NULL AS cancelling,
+               random() * least(q.backoff_max_seconds,
+                                q.backoff_base_seconds * power(2, least(j.attempt_count - 1, 60)))
+                   AS delay
+          FROM fairsched.jobs AS j
+          JOIN fairsched.queues AS q ON q.name = j.queue_name
+         CROSS JOIN LATERAL (SELECT array_position(p_ids, j.id) AS n) AS p
+         WHERE j.id = ANY (ARRAY(SELECT unnest(p_ids)))
+           AND (j.status = 'running') IS TRUE
+           AND j.lease_owner = p_owner
+           AND j.lease_token = p_tokens[p.n]
+           AND j.lease_expires_at > now()
+         ORDER BY j.id
+           FOR UPDATE OF j
+    ), moved AS (
+        UPDATE fairsched.jobs AS j
+           SET status = CASE WHEN t.cancelling THEN 'cancelled' WHEN t.exhausted THEN 'dead'
+                             ELSE 'pending' END,
+               available_at = CASE WHEN t.exhausted OR t.cancelling THEN j.available_at
+                                   ELSE now() + make_interval(secs => t.delay) END,
+               finished_at = CASE WHEN t.exhausted OR t.cancelling THEN now() END,
+               lease_expires_at = NULL,
+               last_error_code = t.code,
+               last_error = t.error
+          FROM target t
+         WHERE j.id = t.id
+        RETURNING j.id, j.status, j.attempt_count, j.lease_token, j.lease_owner, j.started_at,
+                  j.available_at, t.code, t.error
+    ), audit AS (
+        INSERT INTO fairsched.attempt_log (job_id, attempt, lease_token, lease_owner, claimed_at,
+                                           outcome, error_code, error)
+        SELECT m.id, m.attempt_count, m.lease_token, m.lease_owner, m.started_at,
+               CASE WHEN m.status IN ('dead', 'cancelled') THEN m.status ELSE 'retrying' END,
+               m.code, m.error
+          FROM moved AS m
+    ), stale AS (
+        INSERT INTO fairsched.job_events (job_id, kind, detail)
+        SELECT i.id, 'stale_completion_rejected',
+               jsonb_build_object('op', 'fail', 'token', i.token, 'owner', p_owner)
+          FROM unnest(p_ids, p_tokens) AS i(id, token)
+         WHERE (SELECT count(*) FROM moved) < cardinality(p_ids)
+           AND i.id <> ALL (ARRAY(SELECT m.id FROM moved AS m))
+    )
+    SELECT m.id, m.status, m.available_at FROM moved AS m;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.leases_fail(text,bigint[],bigint[],text[],text[],text[]) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.leases_fail(text,bigint[],bigint[],text[],text[],text[]) TO fairsched_worker
+
 CREATE OR REPLACE FUNCTION fairsched.pass_floors_lower()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -620,6 +1016,60 @@ BEGIN
        SET pass = NEW.pass
      WHERE f.queue_name = NEW.queue_name AND f.pass > NEW.pass;
     RETURN NULL;
+END
+$function$
+
+CREATE OR REPLACE FUNCTION fairsched.pass_floors_refresh(p_queue text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM 1 FROM fairsched.pass_floors AS f WHERE f.queue_name = p_queue FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    UPDATE fairsched.pass_floors AS f
+       SET pass = coalesce((SELECT t.pass FROM fairsched.tenant_shares AS t
+                             WHERE t.queue_name = f.queue_name AND t.active AND t.pass >= f.pass
+                             ORDER BY t.pass LIMIT 1), f.pass),
+           refreshed_at = now()
+     WHERE f.queue_name = p_queue;
+    RETURN true;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.pass_floors_refresh(text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.pass_floors_refresh(text) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.producer_tenants_check(p_tenants text[])
+ RETURNS void
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    login name := session_user;
+    refused text;
+BEGIN
+    IF (SELECT r.rolsuper FROM pg_roles AS r WHERE r.rolname = login)
+       OR pg_has_role(login, (SELECT c.relowner FROM pg_class AS c
+                               WHERE c.oid = 'fairsched.jobs'::regclass), 'MEMBER')
+       OR pg_has_role(login, 'fairsched_admin', 'MEMBER') THEN
+        RETURN;
+    END IF;
+    SELECT t.tenant INTO refused
+      FROM unnest(p_tenants) AS t(tenant)
+     WHERE NOT EXISTS (SELECT 1 FROM fairsched.producer_tenants AS g
+                        WHERE CASE WHEN g.exact THEN t.tenant = g.tenant
+                                   ELSE starts_with(t.tenant, g.tenant) END
+                          AND pg_has_role(login, g.role_name, 'MEMBER'))
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied: role % may not enqueue for tenant %', login, refused
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'an admin grants tenants with: fairsched role grant-tenant ROLE TENANT (or PREFIX*)';
+    END IF;
 END
 $function$
 
@@ -712,6 +1162,155 @@ AS $function$
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.ratelimit_level(text,text) TO PUBLIC
 
+CREATE OR REPLACE FUNCTION fairsched.recovery_sweep(p_queue text, p_batch integer)
+ RETURNS TABLE(id bigint, queue_name text, status text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'recovery batch must be between 1 and 10000, got %', p_batch
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH expired AS MATERIALIZED (
+        SELECT e.id, e.lease_owner, e.lease_token
+          FROM fairsched.jobs AS e
+         WHERE e.status = 'running' AND e.lease_expires_at <= now()
+           AND (p_queue IS NULL OR e.queue_name = p_queue)
+         ORDER BY e.lease_expires_at
+         LIMIT p_batch
+           FOR UPDATE SKIP LOCKED
+    ), moved AS (
+        UPDATE fairsched.jobs AS j
+           SET status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                             WHEN j.attempt_count >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+               available_at = CASE WHEN j.attempt_count >= j.max_attempts
+                                     OR j.cancel_requested_at IS NOT NULL THEN j.available_at
+                   ELSE now() + make_interval(secs => random() * least(q.backoff_max_seconds,
+                            q.backoff_base_seconds * power(2, least(j.attempt_count - 1, 60))))
+                   END,
+               finished_at = CASE WHEN j.attempt_count >= j.max_attempts
+                                    OR j.cancel_requested_at IS NOT NULL THEN now() END,
+               last_error_code = CASE
+                   WHEN now() >= j.started_at + make_interval(secs => q.max_runtime_seconds)
+                   THEN 'max_runtime_exceeded' ELSE 'lease_expired' END,
+               last_error = NULL,
+               lease_expires_at = NULL
+          FROM expired e, fairsched.queues q
+         WHERE j.id = e.id AND q.name = j.queue_name
+        RETURNING j.id, j.queue_name, j.status, j.attempt_count, e.lease_token, e.lease_owner,
+                  j.started_at, j.last_error_code
+    ), audit AS (
+        INSERT INTO fairsched.attempt_log (job_id, attempt, lease_token, lease_owner, claimed_at,
+                                           outcome, error_code)
+        SELECT m.id, m.attempt_count, m.lease_token, m.lease_owner, m.started_at, 'expired',
+               m.last_error_code
+          FROM moved AS m
+    )
+    SELECT m.id, m.queue_name, m.status FROM moved AS m;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.recovery_sweep(text,integer) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.recovery_sweep(text,integer) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.schedule_due_lock(p_name text)
+ RETURNS TABLE(name text, cron text, timezone text, queue_name text, tenant text, payload text, priority integer, jitter_seconds double precision, next_tick timestamp with time zone, now timestamp with time zone)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT s.name, s.cron, s.timezone, s.queue_name, s.tenant, s.payload::text, s.priority,
+           s.jitter_seconds::double precision, s.next_tick, now()
+      FROM fairsched.schedules AS s
+     WHERE s.name = p_name AND s.enabled AND s.next_tick <= now()
+       FOR UPDATE SKIP LOCKED
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.schedule_due_lock(text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.schedule_due_lock(text) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.schedule_tick_advance(p_name text, p_tick timestamp with time zone, p_job_id bigint, p_next_tick timestamp with time zone)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_next_tick IS NULL OR p_next_tick <= p_tick
+       OR NOT EXISTS (SELECT 1 FROM fairsched.jobs AS j, fairsched.schedules AS s
+                       WHERE j.id = p_job_id AND s.name = p_name
+                         AND j.queue_name = s.queue_name AND j.tenant = s.tenant
+                         AND left(j.idempotency_key, length(p_name) + 10) = 'schedule:' || p_name || ':'
+                         AND substr(j.idempotency_key, length(p_name) + 11)::timestamptz = p_tick) THEN
+        RAISE EXCEPTION 'permission denied: job % is not the tick % of schedule %', p_job_id, p_tick, p_name
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    UPDATE fairsched.schedules AS s
+       SET last_tick = p_tick, last_job_id = p_job_id, next_tick = p_next_tick, updated_at = now()
+     WHERE s.name = p_name;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.schedule_tick_advance(text,timestamp with time zone,bigint,timestamp with time zone) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.schedule_tick_advance(text,timestamp with time zone,bigint,timestamp with time zone) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.stack_function_install(p_name text, p_kind text, p_stack text[], p_bodies text[])
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    check_stack text := format(
+        'IF (SELECT qs.policies FROM fairsched.queues AS qs WHERE qs.name = $1) IS DISTINCT FROM %L::text[] THEN '
+        'RAISE EXCEPTION ''permission denied: queue %% does not have the policy stack %s'', $1 '
+        'USING ERRCODE = ''insufficient_privilege''; END IF;',
+        p_stack, replace(array_to_string(p_stack, ' + '), '''', ''''''));
+    body text;
+BEGIN
+    IF p_name !~ '^stack_(claim|dry)_[0-9a-f]{16}$' OR p_kind NOT IN ('claim', 'dry')
+       OR position(p_kind IN p_name) = 0 THEN
+        RAISE EXCEPTION 'invalid stack function % (%)', p_name, p_kind
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext('fairsched.' || p_name));
+    IF EXISTS (SELECT 1 FROM pg_proc AS p WHERE p.pronamespace = 'fairsched'::regnamespace
+                                           AND p.proname = p_name) THEN
+        RETURN false;
+    END IF;
+    IF cardinality(p_bodies) <> (CASE p_kind WHEN 'claim' THEN 1 ELSE 2 END)
+       OR EXISTS (SELECT 1 FROM unnest(p_bodies) AS b(t) WHERE position(';' IN b.t) > 0
+                                                          OR position('$fs$' IN b.t) > 0) THEN
+        RAISE EXCEPTION 'stack function % takes one statement per body, without '';''', p_name
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_kind = 'claim' THEN
+        body := format(
+            'CREATE FUNCTION fairsched.%I(text, text, integer, double precision) '
+            'RETURNS SETOF fairsched.claimed LANGUAGE plpgsql SECURITY DEFINER '
+            'SET search_path = pg_catalog, pg_temp AS $fs$ BEGIN %s RETURN QUERY %s; END $fs$',
+            p_name, check_stack, p_bodies[1]);
+    ELSE
+        body := format(
+            'CREATE FUNCTION fairsched.%I(text, integer) '
+            'RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER '
+            'SET search_path = pg_catalog, pg_temp AS $fs$ DECLARE dry_tenants text[]; BEGIN %s '
+            'SELECT coalesce(array_agg(d.tenant), ''{}'') INTO dry_tenants FROM (%s) AS d(tenant); '
+            'IF cardinality(dry_tenants) > 0 THEN %s; END IF; '
+            'RETURN QUERY SELECT unnest(dry_tenants); END $fs$',
+            p_name, check_stack, p_bodies[1], p_bodies[2]);
+    END IF;
+    EXECUTE body;
+    EXECUTE format('REVOKE ALL ON FUNCTION fairsched.%I FROM PUBLIC', p_name);
+    IF (SELECT count(*) FROM pg_roles WHERE rolname IN ('fairsched_worker', 'fairsched_admin')) = 2 THEN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION fairsched.%I TO fairsched_worker, fairsched_admin', p_name);
+    END IF;
+    RETURN true;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.stack_function_install(text,text,text[],text[]) TO fairsched_admin
+
 CREATE OR REPLACE FUNCTION fairsched.tenant_released(queue_name text, tenant text)
  RETURNS bigint
  LANGUAGE sql
@@ -722,6 +1321,8 @@ RETURN (SELECT (COALESCE(sum(r.released), (0)::numeric))::bigint AS "coalesce" F
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_activate(queue text, tenants text[], dues timestamp with time zone[])
  RETURNS void
  LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
     floor_pass double precision;
@@ -752,7 +1353,9 @@ BEGIN
      WHERE t.queue_name = queue AND t.tenant = i.tenant AND NOT t.active;
 END
 $function$
-  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO PUBLIC
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO fairsched_producer
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO fairsched_worker
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_finish(ids bigint[])
  RETURNS void
@@ -763,7 +1366,6 @@ AS $function$
       FROM fairsched.jobs AS j
      WHERE j.id = ANY (ids) AND j.share_counted
 $function$
-  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_finish(bigint[]) TO PUBLIC
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_finish(ids bigint[], queues text[], tenants text[])
  RETURNS void
@@ -806,7 +1408,6 @@ BEGIN
      WHERE t.queue_name = e.queue_name AND t.tenant = e.tenant;
 END
 $function$
-  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_finish(bigint[],text[],text[]) TO PUBLIC
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_floor(queue text)
  RETURNS double precision
@@ -814,6 +1415,66 @@ CREATE OR REPLACE FUNCTION fairsched.tenant_shares_floor(queue text)
  STABLE
 RETURN COALESCE((SELECT a.pass FROM fairsched.tenant_shares a WHERE ((a.queue_name = tenant_shares_floor.queue) AND a.active) ORDER BY a.pass LIMIT 1), (SELECT max(a.pass) AS max FROM fairsched.tenant_shares a WHERE (a.queue_name = tenant_shares_floor.queue)), (0)::double precision)
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_floor(text) TO PUBLIC
+
+CREATE OR REPLACE FUNCTION fairsched.tenant_shares_settle(p_ids bigint[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    settled bigint[];
+BEGIN
+    SELECT array_agg(j.id ORDER BY j.id) INTO settled
+      FROM fairsched.jobs AS j
+     WHERE j.id = ANY (p_ids) AND j.share_counted
+       AND j.status NOT IN ('running', 'succeeded');
+    IF settled IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM fairsched.tenant_shares_finish(settled);
+    UPDATE fairsched.jobs AS j SET share_counted = false
+     WHERE j.id = ANY (settled) AND j.share_counted AND j.status NOT IN ('running', 'succeeded');
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_settle(bigint[]) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_settle(bigint[]) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.tenant_shares_wake(p_batch integer)
+ RETURNS TABLE(queue_name text, tenant text, active boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'wake batch must be between 1 and 10000, got %', p_batch
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH due AS MATERIALIZED (
+        SELECT t.queue_name, t.tenant
+          FROM fairsched.tenant_shares t
+         WHERE NOT t.active AND t.ready_at <= now()
+         ORDER BY t.ready_at
+         LIMIT p_batch
+           FOR UPDATE SKIP LOCKED
+    )
+    UPDATE fairsched.tenant_shares AS t
+       SET active = EXISTS (SELECT 1 FROM fairsched.jobs j
+                             WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
+                               AND j.status = 'pending'),
+           ready_at = 'infinity',
+           pass = greatest(t.pass, fairsched.tenant_shares_floor(t.queue_name)),
+           updated_at = now()
+      FROM due d
+     WHERE t.queue_name = d.queue_name AND t.tenant = d.tenant
+    RETURNING t.queue_name, t.tenant, t.active;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_wake(integer) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_wake(integer) TO fairsched_worker
 
 CREATE OR REPLACE FUNCTION fairsched.worker_gone(owner text)
  RETURNS void

@@ -42,30 +42,15 @@ UPDATE fairsched.tenant_shares AS t
                       AND j.status = 'pending' AND j.available_at <= now(){filters})
 
 -- name: tenant_shares_wake
--- Sweeper: inactive tenants whose delayed work came due rejoin at the lowest active pass.
-WITH due AS MATERIALIZED (
-    SELECT t.queue_name, t.tenant
-      FROM fairsched.tenant_shares t
-     WHERE NOT t.active AND t.ready_at <= now()
-     ORDER BY t.ready_at
-     LIMIT %(batch)s
-       FOR UPDATE SKIP LOCKED
-)
-UPDATE fairsched.tenant_shares AS t
-   SET active = EXISTS (SELECT 1 FROM fairsched.jobs j
-                         WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
-                           AND j.status = 'pending'),
-       ready_at = 'infinity',
-       pass = greatest(t.pass, fairsched.tenant_shares_floor(t.queue_name)),
-       updated_at = now()
-  FROM due d
- WHERE t.queue_name = d.queue_name AND t.tenant = d.tenant
-RETURNING t.queue_name, t.tenant, t.active
+-- Sweeper: inactive tenants whose delayed work came due rejoin at the lowest active pass
+-- (fairsched.tenant_shares_wake, 008_roles.sql).
+SELECT queue_name, tenant, active FROM fairsched.tenant_shares_wake(%(batch)s)
 
 -- name: tenant_shares_finish
--- Jobs of weighted queues left running: release the running slots their claims
--- counted and correct runtime charges (fairsched.tenant_shares_finish).
-SELECT fairsched.tenant_shares_finish(%(ids)s::bigint[])
+-- Jobs of weighted queues that left running (not succeeded: a completion settles its
+-- own): release the running slots their claims counted and correct runtime charges,
+-- once per claim (fairsched.tenant_shares_settle, 008_roles.sql).
+SELECT fairsched.tenant_shares_settle(%(ids)s::bigint[])
 
 -- name: tenant_share_set
 -- Set a tenant's weight and/or cap on a queue (NULL keeps the current value; cap 0 clears it),
@@ -99,14 +84,10 @@ SELECT t.tenant, t.weight, t.cap,
 
 -- name: aggregates_lock
 -- Lock (creating them) the aggregates a serial enqueue touches; a new aggregate
--- starts at the lowest sequence number of its first batch. Returns next_seq.
-INSERT INTO fairsched.aggregates AS a (queue_name, tenant, aggregate_key, next_seq)
-SELECT %(queue)s, t.tenant, t.aggregate_key, min(t.aggregate_seq)
-  FROM unnest(%(tenants)s::text[], %(keys)s::text[], %(seqs)s::bigint[])
-       AS t(tenant, aggregate_key, aggregate_seq)
- GROUP BY t.tenant, t.aggregate_key
-ON CONFLICT (queue_name, tenant, aggregate_key) DO UPDATE SET updated_at = now()
-RETURNING a.tenant, a.aggregate_key, a.next_seq
+-- starts at the lowest sequence number of its first batch. Returns next_seq. Refused
+-- for a tenant outside the producer's grants (fairsched.aggregates_lock, 008_roles.sql).
+SELECT tenant, aggregate_key, next_seq
+  FROM fairsched.aggregates_lock(%(queue)s, %(tenants)s::text[], %(keys)s::text[], %(seqs)s::bigint[])
 
 -- name: aggregates_seq_taken
 -- Sequence numbers of a serial enqueue that already exist in their aggregate.
@@ -119,71 +100,14 @@ SELECT j.tenant, j.aggregate_key, j.aggregate_seq
 
 -- name: aggregates_finish
 -- Serial jobs left running for good: advance their aggregate past them, or (poison
--- mode block) let a dead one hold it. Locks the aggregates for the promotion after.
-UPDATE fairsched.aggregates AS a
-   SET next_seq = CASE WHEN j.status = 'dead' AND q.serial_poison = 'block' THEN a.next_seq
-                       ELSE greatest(a.next_seq, j.aggregate_seq + 1) END,
-       blocked_job_id = CASE WHEN j.status = 'dead' AND q.serial_poison = 'block' THEN j.id
-                             WHEN a.blocked_job_id = j.id THEN NULL
-                             ELSE a.blocked_job_id END,
-       updated_at = now()
-  FROM fairsched.jobs j, fairsched.queues q
- WHERE j.id = ANY(%(ids)s::bigint[]) AND j.serial
-   AND j.status IN ('succeeded', 'dead', 'discarded', 'cancelled')
-   AND a.queue_name = j.queue_name AND a.tenant = j.tenant AND a.aggregate_key = j.aggregate_key
-   AND q.name = j.queue_name
-RETURNING a.queue_name, a.tenant, a.aggregate_key
+-- mode block) let a dead one hold it (fairsched.aggregates_finish, 008_roles.sql).
+SELECT queue_name, tenant, aggregate_key FROM fairsched.aggregates_finish(%(ids)s::bigint[])
 
 -- name: aggregates_advance
 -- Promote the next job of each given aggregate that has no job pending or running
--- and is not blocked: the next sequence number (strict) or the lowest present
--- (lowest). Records since when a strict aggregate waits on a gap.
-WITH input AS (
-    SELECT DISTINCT * FROM unnest(%(queues)s::text[], %(tenants)s::text[], %(keys)s::text[])
-           AS t(queue_name, tenant, aggregate_key)
-), free AS (
-    SELECT a.queue_name, a.tenant, a.aggregate_key, a.next_seq, q.serial_gap
-      FROM input i
-      JOIN fairsched.aggregates a USING (queue_name, tenant, aggregate_key)
-      JOIN fairsched.queues q ON q.name = a.queue_name
-     WHERE a.blocked_job_id IS NULL
-       AND NOT EXISTS (SELECT 1 FROM fairsched.jobs j
-                        WHERE j.serial AND j.queue_name = a.queue_name AND j.tenant = a.tenant
-                          AND j.aggregate_key = a.aggregate_key
-                          AND j.status IN ('pending', 'running'))
-), head AS (
-    -- in_order: the waiting head is the next number, or (strict) every number between
-    -- is a cancelled job: a cancelled number counts as passed.
-    SELECT f.*, w.id, w.aggregate_seq,
-           w.aggregate_seq = f.next_seq
-           OR (f.serial_gap = 'strict' AND w.aggregate_seq - f.next_seq = (
-                SELECT count(*) FROM fairsched.jobs c
-                 WHERE c.serial AND c.queue_name = f.queue_name AND c.tenant = f.tenant
-                   AND c.aggregate_key = f.aggregate_key AND c.status = 'cancelled'
-                   AND c.aggregate_seq >= f.next_seq AND c.aggregate_seq < w.aggregate_seq))
-               AS in_order
-      FROM free f
-      LEFT JOIN LATERAL (
-            SELECT j.id, j.aggregate_seq FROM fairsched.jobs j
-             WHERE j.queue_name = f.queue_name AND j.tenant = f.tenant
-               AND j.aggregate_key = f.aggregate_key AND j.status = 'waiting'
-             ORDER BY j.aggregate_seq LIMIT 1) w ON true
-), promoted AS (
-    UPDATE fairsched.jobs AS j
-       SET status = 'pending'
-      FROM head h
-     WHERE j.id = h.id AND j.status = 'waiting'
-       AND (h.serial_gap = 'lowest' OR h.in_order)
-    RETURNING j.id, j.queue_name, j.tenant, j.available_at
-), gaps AS (
-    UPDATE fairsched.aggregates AS a
-       SET gap_since = CASE WHEN h.id IS NOT NULL AND h.serial_gap = 'strict'
-                                 AND NOT h.in_order
-                            THEN coalesce(a.gap_since, now()) END
-      FROM head h
-     WHERE a.queue_name = h.queue_name AND a.tenant = h.tenant AND a.aggregate_key = h.aggregate_key
-)
-SELECT id, queue_name, tenant, available_at FROM promoted
+-- and is not blocked (fairsched.aggregates_advance, 008_roles.sql).
+SELECT id, queue_name, tenant, available_at
+  FROM fairsched.aggregates_advance(%(queues)s::text[], %(tenants)s::text[], %(keys)s::text[])
 
 -- name: aggregate_unblock
 -- Run an aggregate's dead head again (same id, fresh attempts); the aggregate resumes.

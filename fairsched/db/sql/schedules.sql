@@ -12,18 +12,13 @@ SELECT name
 
 -- name: schedule_due_lock
 -- One due schedule, locked until the transaction ends; nothing when another process holds
--- it (it enqueues this tick) or already moved its tick on.
-SELECT name, cron, timezone, queue_name, tenant, payload::text AS payload, priority,
-       jitter_seconds, next_tick, now() AS now
-  FROM fairsched.schedules
- WHERE name = %(name)s AND enabled AND next_tick <= now()
-   FOR UPDATE SKIP LOCKED
+-- it (it enqueues this tick) or already moved its tick on (008_roles.sql).
+SELECT * FROM fairsched.schedule_due_lock(%(name)s)
 
 -- name: schedule_tick_advance
--- Record the tick just enqueued and the next one, in the enqueuing transaction.
-UPDATE fairsched.schedules
-   SET last_tick = %(tick)s, last_job_id = %(job_id)s, next_tick = %(next_tick)s, updated_at = now()
- WHERE name = %(name)s
+-- Record the tick just enqueued and the next one, in the enqueuing transaction: the
+-- function checks the job is the tick's (008_roles.sql).
+SELECT fairsched.schedule_tick_advance(%(name)s, %(tick)s, %(job_id)s, %(next_tick)s)
 
 -- name: schedules_wait
 -- Seconds until the earliest next tick of an enabled schedule (NULL: none).

@@ -1,0 +1,304 @@
+"""Role probes: what a hostile producer or worker tries with plain SQL is refused and
+changes nothing (docs/security.md, one test per row of its table).
+
+Each probe runs as the role: the worker as ``SET ROLE fairsched_worker``, the producer as
+a login role that is a member of ``fairsched_producer`` with a grant for tenant
+``acme`` only (the tenant grant is checked on the login role). Each compares every
+fairsched table before and after (``db_snapshot``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from cli_support import cli, one_error_line
+from fault_support import db_snapshot
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from fairsched import Client, JobSpec, PermanentError, QueueSettings
+from fairsched.config.producers import tenant_grant
+from fairsched.engine.stackfunctions import claim_function
+from fairsched.errors import DatabaseError
+
+FAST = {"backoff_base_seconds": 0.0, "backoff_max_seconds": 0.0, "max_attempts": 3}
+
+
+@pytest.fixture
+def owner(fresh_db: str) -> Iterator[Client]:
+    with Client(fresh_db) as client:
+        client.declare_queue("fifo", QueueSettings(policies=["fifo"], **FAST))
+        client.declare_queue("weighted", QueueSettings(policies=["weighted"], tenant_cap=1, **FAST))
+        client.declare_queue("serial", QueueSettings(policies=["serial"], **FAST))
+        yield client
+
+
+@pytest.fixture
+def worker(fresh_db: str, owner: Client) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(
+        make_conninfo(fresh_db, options="-c role=fairsched_worker"), autocommit=True
+    ) as conn:
+        yield conn
+
+
+@pytest.fixture
+def producer_role(fresh_db: str, db: psycopg.Connection) -> Iterator[str]:
+    """A login role, member of fairsched_producer, that may enqueue for tenant acme only."""
+    role = f"fairsched_probe_{uuid.uuid4().hex[:10]}"
+    db.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE fairsched_producer").format(sql.Identifier(role)))
+    try:
+        assert tenant_grant(db, role, "acme")
+        yield role
+    finally:
+        db.execute("DELETE FROM fairsched.producer_tenants WHERE role_name = %s", [role])
+        db.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+@pytest.fixture
+def producer(fresh_db: str, owner: Client, producer_role: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(make_conninfo(fresh_db, user=producer_role), autocommit=True) as conn:
+        yield conn
+
+
+def refused(db: psycopg.Connection, conn: psycopg.Connection, statement: str, params: object = None) -> None:
+    """``statement`` fails for lack of a privilege, and no fairsched table changed."""
+    before = db_snapshot(db)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(statement, params)  # type: ignore[arg-type]
+    assert db_snapshot(db) == before
+
+
+def job(db: psycopg.Connection, job_id: int) -> tuple[object, ...]:
+    row = db.execute(
+        "SELECT status, tenant, queue_name, payload, lease_owner, lease_token, lease_expires_at"
+        " FROM fairsched.jobs WHERE id = %s",
+        [job_id],
+    ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+# -- the worker -------------------------------------------------------------------------
+
+
+def test_worker_cannot_move_or_rewrite_a_succeeded_job(
+    owner: Client, worker: psycopg.Connection, db: psycopg.Connection
+) -> None:
+    job_id = owner.enqueue("fifo", {"n": 1}, tenant="acme")
+    [lease] = owner.claim("fifo", owner="w")
+    assert owner.complete(lease)
+    refused(
+        db,
+        worker,
+        "UPDATE fairsched.jobs SET tenant = 'globex', queue_name = 'weighted', payload = '{}' WHERE id = %s",
+        [job_id],
+    )
+
+
+def test_worker_cannot_finish_another_workers_job(
+    owner: Client, worker: psycopg.Connection, db: psycopg.Connection
+) -> None:
+    owner.enqueue("fifo", {}, tenant="acme")
+    [lease] = owner.claim("fifo", owner="w-other")
+    refused(db, worker, "UPDATE fairsched.jobs SET status = 'succeeded' WHERE id = %s", [lease.id])
+    refused(db, worker, "DELETE FROM fairsched.jobs WHERE id = %s", [lease.id])
+    # Through the functions, a forged owner or token finishes nothing: the attempt is
+    # recorded as a rejected stale completion, and the job is untouched.
+    before = job(db, lease.id)
+    for statement, params in (
+        ("SELECT * FROM fairsched.leases_complete('w-forged', %s, %s)", [[lease.id], [lease.token]]),
+        ("SELECT * FROM fairsched.leases_complete('w-other', %s, %s)", [[lease.id], [lease.token + 1]]),
+        (
+            "SELECT * FROM fairsched.leases_fail('w-forged', %s, %s, '{permanent}', '{x}', '{x}')",
+            [[lease.id], [lease.token]],
+        ),
+        ("SELECT * FROM fairsched.lease_release(%s, 'w-forged', %s)", [lease.id, lease.token]),
+        ("SELECT * FROM fairsched.lease_renew(%s, 'w-forged', %s, '1', 3600)", [lease.id, lease.token]),
+    ):
+        assert worker.execute(statement, params).fetchall() == []
+    assert job(db, lease.id) == before
+    stale = "SELECT count(*) FROM fairsched.job_events WHERE kind = 'stale_completion_rejected'"
+    assert db.execute(stale).fetchone() == (4,)  # the heartbeat is not a completion
+
+
+def test_worker_cannot_forge_attempt_rows_so_recovery_still_runs(
+    owner: Client, worker: psycopg.Connection, db: psycopg.Connection
+) -> None:
+    owner.enqueue("fifo", {}, tenant="globex")
+    [lease] = owner.claim("fifo", owner="w", lease_seconds=0.001)
+    refused(
+        db,
+        worker,
+        "INSERT INTO fairsched.attempt_log (job_id, attempt, lease_token, lease_owner, claimed_at, outcome)"
+        " VALUES (%s, %s, %s, 'forged', now(), 'expired')",
+        [lease.id, lease.attempt, lease.token],
+    )
+    refused(
+        db,
+        worker,
+        "INSERT INTO fairsched.job_events (job_id, kind, detail) VALUES (%s, 'x', '{}')",
+        [lease.id],
+    )
+    rows = worker.execute("SELECT * FROM fairsched.recovery_sweep(NULL, 100)").fetchall()
+    assert rows == [(lease.id, "fifo", "pending")]
+
+
+def test_worker_cannot_forge_share_releases_to_pass_a_cap(
+    owner: Client, worker: psycopg.Connection, db: psycopg.Connection
+) -> None:
+    owner.enqueue_many("weighted", [JobSpec({}, tenant="acme") for _ in range(3)])
+    [held] = owner.claim("weighted", owner="w", limit=3)  # cap 1: one job
+    refused(
+        db,
+        worker,
+        "SELECT fairsched.tenant_shares_finish(%s, '{weighted}', '{acme}')",
+        [[held.id]],
+    )
+    refused(db, worker, "SELECT fairsched.tenant_shares_finish(%s::bigint[])", [[held.id]])
+    refused(
+        db,
+        worker,
+        "INSERT INTO fairsched.tenant_releases (queue_name, tenant, shard, released)"
+        " VALUES ('weighted', 'acme', 0, 5)",
+    )
+    refused(db, worker, "UPDATE fairsched.tenant_shares SET running = 0")
+    # The settle function releases only what left running, once: a running job and a
+    # second call change nothing.
+    before = db_snapshot(db)
+    worker.execute("SELECT fairsched.tenant_shares_settle(%s)", [[held.id]])
+    assert db_snapshot(db) == before
+    assert owner.fail(held, PermanentError("x"))
+    before = db_snapshot(db)
+    worker.execute("SELECT fairsched.tenant_shares_settle(%s)", [[held.id]])
+    assert db_snapshot(db) == before
+    assert len(owner.claim("weighted", owner="w", limit=3)) == 1, "the cap holds"
+
+
+def test_worker_cannot_install_or_misuse_a_claim(
+    owner: Client, worker: psycopg.Connection, db: psycopg.Connection
+) -> None:
+    owner.enqueue("weighted", {}, tenant="acme")
+    fifo = claim_function(("fifo",), single=False)
+    weighted = claim_function(("weighted",), single=False)
+    refused(
+        db,
+        worker,
+        "SELECT fairsched.stack_function_install('stack_claim_0000000000000000', 'claim', '{fifo}',"
+        " '{\"SELECT * FROM fairsched.jobs\"}')",
+    )
+    refused(db, worker, "CREATE FUNCTION fairsched.mine() RETURNS int LANGUAGE sql RETURN 1")
+    # The fifo claim run on the weighted queue would bypass its shares and cap: refused.
+    params = {"queue": "weighted", "owner": "w", "limit": 5, "lease_seconds": None}
+    refused(db, worker, fifo.call.as_string(worker), params)
+    assert len(worker.execute(weighted.call, params).fetchall()) == 1
+
+
+# -- the producer -------------------------------------------------------------------------
+
+
+def test_producer_cannot_rewind_its_virtual_time_or_deactivate_another_tenant(
+    owner: Client, producer: psycopg.Connection, db: psycopg.Connection
+) -> None:
+    owner.enqueue_many("weighted", [JobSpec({}, tenant=t) for t in ("acme", "globex")])
+    refused(db, producer, "UPDATE fairsched.tenant_shares SET pass = -1e300 WHERE tenant = 'acme'")
+    refused(db, producer, "UPDATE fairsched.tenant_shares SET active = false WHERE tenant = 'globex'")
+    refused(db, producer, "DELETE FROM fairsched.tenant_shares WHERE tenant = 'globex'")
+    refused(db, producer, "SELECT fairsched.tenant_shares_finish('{1}', '{weighted}', '{acme}')")
+
+
+def test_producer_cannot_precreate_another_tenants_aggregate(
+    owner: Client, producer: psycopg.Connection, producer_role: str, db: psycopg.Connection
+) -> None:
+    refused(
+        db,
+        producer,
+        "INSERT INTO fairsched.aggregates (queue_name, tenant, aggregate_key, next_seq)"
+        " VALUES ('serial', 'globex', 'order-1', 4611686018427387904)",
+    )
+    before = db_snapshot(db)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match=f"role {producer_role} .* tenant globex"):
+        producer.execute(
+            "SELECT * FROM fairsched.aggregates_lock('serial', '{globex}', '{order-1}',"
+            " '{4611686018427387904}')"
+        )
+    assert db_snapshot(db) == before
+    assert owner.enqueue("serial", {}, tenant="globex", aggregate_key="order-1", aggregate_seq=1)
+
+
+def test_producer_cannot_finish_or_start_a_job(
+    owner: Client, producer: psycopg.Connection, db: psycopg.Connection
+) -> None:
+    job_id = owner.enqueue("fifo", {}, tenant="globex")
+    refused(db, producer, "UPDATE fairsched.jobs SET status = 'succeeded' WHERE id = %s", [job_id])
+    refused(db, producer, "UPDATE fairsched.jobs SET status = 'running' WHERE id = %s", [job_id])
+    refused(
+        db,
+        producer,
+        "INSERT INTO fairsched.jobs (queue_name, tenant, payload, max_attempts, status)"
+        " VALUES ('fifo', 'acme', '{}', 1, 'running')",
+    )
+    refused(db, producer, "SELECT * FROM fairsched.recovery_sweep(NULL, 10)")
+
+
+def test_producer_enqueues_only_for_its_granted_tenants(
+    owner: Client, producer: psycopg.Connection, producer_role: str, db: psycopg.Connection, fresh_db: str
+) -> None:
+    with Client(make_conninfo(fresh_db, user=producer_role)) as client:
+        assert client.enqueue("fifo", {}, tenant="acme")
+        before = db_snapshot(db)
+        with pytest.raises(
+            DatabaseError, match=f"permission denied: role {producer_role} may not enqueue for tenant globex"
+        ):
+            client.enqueue_many("fifo", [JobSpec({}, tenant="acme"), JobSpec({}, tenant="globex")])
+        assert db_snapshot(db) == before
+    refused(
+        db,
+        producer,
+        "SELECT * FROM fairsched.jobs_enqueue('fifo', '{globex}', ARRAY['{}'::jsonb], '{0}', '{NULL}',"
+        " '{NULL}', '{NULL}', '{NULL}', '{NULL}', false, false, NULL)",
+    )
+    # A prefix grant: every tenant starting with it.
+    assert tenant_grant(db, producer_role, "team-*")
+    assert producer.execute(
+        "SELECT id FROM fairsched.jobs_enqueue('fifo', '{team-7}', ARRAY['{}'::jsonb], '{0}', '{NULL}',"
+        " '{NULL}', '{NULL}', '{NULL}', '{NULL}', false, false, NULL)"
+    ).fetchone()
+
+
+def test_a_producer_with_no_grant_enqueues_for_no_tenant(
+    owner: Client, producer: psycopg.Connection, producer_role: str, db: psycopg.Connection
+) -> None:
+    db.execute("DELETE FROM fairsched.producer_tenants WHERE role_name = %s", [producer_role])
+    refused(
+        db,
+        producer,
+        "SELECT * FROM fairsched.jobs_enqueue('fifo', '{acme}', ARRAY['{}'::jsonb], '{0}', '{NULL}',"
+        " '{NULL}', '{NULL}', '{NULL}', '{NULL}', false, false, NULL)",
+    )
+
+
+# -- the grants' command line ------------------------------------------------------------
+
+
+def test_role_commands_grant_list_and_revoke_tenants(
+    fresh_db: str, producer_role: str, db: psycopg.Connection
+) -> None:
+    assert cli(fresh_db, "role", "grant-tenant", producer_role, "team-*").exit_code == 0
+    assert "already granted" in cli(fresh_db, "role", "grant-tenant", producer_role, "team-*").stdout
+    listed = json.loads(cli(fresh_db, "role", "list", "--json").stdout)
+    assert [(g["role"], g["tenant"]) for g in listed] == [(producer_role, "acme"), (producer_role, "team-*")]
+    assert cli(fresh_db, "role", "revoke-tenant", producer_role, "team-*").exit_code == 0
+    before = db_snapshot(db)
+    for args, message in (
+        (("revoke-tenant", producer_role, "team-*"), f"{producer_role} has no grant team-*"),
+        (("grant-tenant", "no_such_role_7f3", "acme"), "no role 'no_such_role_7f3'"),
+        (("grant-tenant", producer_role, "bad\x01tenant"), "control or unassigned characters"),
+        (("grant-tenant", producer_role, "x" * 129), "the limit is 128"),
+    ):
+        result = cli(fresh_db, "role", *args)
+        assert result.exit_code == 1 and message in one_error_line(result), result.output
+    assert db_snapshot(db) == before
