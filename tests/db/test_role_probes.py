@@ -24,6 +24,7 @@ from fairsched import Client, JobSpec, PermanentError, QueueSettings
 from fairsched.config.producers import tenant_grant
 from fairsched.engine.stackfunctions import claim_function
 from fairsched.errors import DatabaseError
+from fairsched.schedules.ticks import schedule_tick
 
 FAST = {"backoff_base_seconds": 0.0, "backoff_max_seconds": 0.0, "max_attempts": 3}
 
@@ -302,3 +303,33 @@ def test_role_commands_grant_list_and_revoke_tenants(
         result = cli(fresh_db, "role", *args)
         assert result.exit_code == 1 and message in one_error_line(result), result.output
     assert db_snapshot(db) == before
+
+
+# -- the schedule duty --------------------------------------------------------------------
+
+
+def test_a_worker_runs_the_schedule_duty_through_functions_and_cannot_forge_a_tick(
+    owner: Client, worker: psycopg.Connection, producer_role: str, fresh_db: str, db: psycopg.Connection
+) -> None:
+    """A worker's login role that is also a producer granted the schedule's tenant enqueues
+    a due tick and moves it on; a move that names another job than the tick's is refused."""
+    db.execute(
+        "INSERT INTO fairsched.schedules (name, cron, timezone, queue_name, tenant, next_tick)"
+        " VALUES ('nightly', '0 2 * * *', 'UTC', 'fifo', 'acme', now() - interval '1 hour')"
+    )
+    db.execute(sql.SQL("GRANT fairsched_worker TO {}").format(sql.Identifier(producer_role)))
+    with psycopg.connect(make_conninfo(fresh_db, user=producer_role), autocommit=True) as duty:
+        ticked = schedule_tick(duty, "nightly", max_payload_bytes=1024)
+    assert ticked is not None
+    row = db.execute("SELECT last_job_id, next_tick > now() FROM fairsched.schedules").fetchone()
+    assert row == (ticked.job_id, True)
+    other = owner.enqueue("fifo", {}, tenant="acme")
+    db.execute("UPDATE fairsched.schedules SET next_tick = now() - interval '1 hour'")
+    refused(
+        db,
+        worker,
+        "SELECT fairsched.schedule_tick_advance('nightly', now() - interval '1 hour', %s,"
+        " now() + interval '1 day')",
+        [other],
+    )
+    refused(db, worker, "UPDATE fairsched.schedules SET next_tick = now() + interval '10 years'")
