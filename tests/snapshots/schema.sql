@@ -1,11 +1,16 @@
 SCHEMA fairsched
   GRANT USAGE ON SCHEMA fairsched TO fairsched_admin
   GRANT USAGE ON SCHEMA fairsched TO fairsched_producer
+  GRANT USAGE ON SCHEMA fairsched TO fairsched_reader
   GRANT USAGE ON SCHEMA fairsched TO fairsched_worker
 
 ROLE fairsched_admin NOLOGIN
 
 ROLE fairsched_producer NOLOGIN
+
+ROLE fairsched_reader NOLOGIN
+
+ROLE fairsched_web NOLOGIN
 
 ROLE fairsched_worker NOLOGIN
 
@@ -35,6 +40,7 @@ TABLE fairsched.admin_events
   INDEX CREATE UNIQUE INDEX admin_events_pkey ON fairsched.admin_events USING btree (id)
   INDEX CREATE INDEX admin_events_queue_idx ON fairsched.admin_events USING btree (queue_name, at)
   GRANT ALL ON TABLE fairsched.admin_events TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.admin_events TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.admin_events TO fairsched_worker
 
 TABLE fairsched.aggregates
@@ -51,6 +57,7 @@ TABLE fairsched.aggregates
   INDEX CREATE UNIQUE INDEX aggregates_pkey ON fairsched.aggregates USING btree (queue_name, tenant, aggregate_key)
   GRANT ALL ON TABLE fairsched.aggregates TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.aggregates TO fairsched_producer
+  GRANT SELECT ON TABLE fairsched.aggregates TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.aggregates TO fairsched_worker
 
 TABLE fairsched.attempt_log
@@ -70,6 +77,7 @@ TABLE fairsched.attempt_log
   INDEX CREATE INDEX attempt_log_retention_idx ON fairsched.attempt_log USING btree (queue_name, finished_at)
   TRIGGER CREATE TRIGGER attempt_log_queue_name BEFORE INSERT ON fairsched.attempt_log FOR EACH ROW EXECUTE FUNCTION fairsched.history_queue_name()
   GRANT ALL ON TABLE fairsched.attempt_log TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.attempt_log TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.attempt_log TO fairsched_worker
 
 VIEW fairsched.attempts
@@ -106,6 +114,7 @@ VIEW fairsched.attempts
        FROM fairsched.jobs j
       WHERE j.status = 'succeeded'::text;
   GRANT ALL ON TABLE fairsched.attempts TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.attempts TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.attempts TO fairsched_worker
 
 TABLE fairsched.claim_heads
@@ -121,6 +130,7 @@ TABLE fairsched.claim_heads
   INDEX CREATE UNIQUE INDEX claim_heads_pkey ON fairsched.claim_heads USING btree (queue_name)
   GRANT ALL ON TABLE fairsched.claim_heads TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.claim_heads TO fairsched_producer
+  GRANT SELECT ON TABLE fairsched.claim_heads TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.claim_heads TO fairsched_worker
 
 TYPE fairsched.claimed
@@ -155,6 +165,7 @@ TABLE fairsched.job_events
   INDEX CREATE INDEX job_events_retention_idx ON fairsched.job_events USING btree (queue_name, at)
   TRIGGER CREATE TRIGGER job_events_queue_name BEFORE INSERT ON fairsched.job_events FOR EACH ROW EXECUTE FUNCTION fairsched.history_queue_name()
   GRANT ALL ON TABLE fairsched.job_events TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.job_events TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.job_events TO fairsched_worker
 
 TABLE fairsched.jobs
@@ -211,6 +222,7 @@ TABLE fairsched.jobs
   TRIGGER CREATE TRIGGER jobs_succeeded_unchanged AFTER UPDATE ON fairsched.jobs FOR EACH ROW WHEN (((old.status = 'succeeded'::text) AND ((((((new.status IS DISTINCT FROM old.status) OR (new.attempt_count IS DISTINCT FROM old.attempt_count)) OR (new.lease_token IS DISTINCT FROM old.lease_token)) OR (new.lease_owner IS DISTINCT FROM old.lease_owner)) OR (new.started_at IS DISTINCT FROM old.started_at)) OR (new.finished_at IS DISTINCT FROM old.finished_at)))) EXECUTE FUNCTION fairsched.jobs_succeeded_unchanged()
   TRIGGER CREATE TRIGGER jobs_updated_lower_heads AFTER UPDATE ON fairsched.jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION fairsched.claim_heads_lower()
   GRANT ALL ON TABLE fairsched.jobs TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.jobs TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.jobs TO fairsched_worker
   GRANT SELECT (id, queue_name, tenant, status, priority, available_at, aggregate_key, aggregate_seq, idempotency_key, created_at, serial) ON TABLE fairsched.jobs TO fairsched_producer
 
@@ -223,6 +235,7 @@ TABLE fairsched.pass_floors
   INDEX CREATE UNIQUE INDEX pass_floors_pkey ON fairsched.pass_floors USING btree (queue_name)
   GRANT ALL ON TABLE fairsched.pass_floors TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.pass_floors TO fairsched_producer
+  GRANT SELECT ON TABLE fairsched.pass_floors TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.pass_floors TO fairsched_worker
 
 TABLE fairsched.policy_migrations
@@ -234,6 +247,7 @@ TABLE fairsched.policy_migrations
   CONSTRAINT policy_migrations_pkey PRIMARY KEY (policy, version)
   INDEX CREATE UNIQUE INDEX policy_migrations_pkey ON fairsched.policy_migrations USING btree (policy, version)
   GRANT ALL ON TABLE fairsched.policy_migrations TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.policy_migrations TO fairsched_reader
 
 TABLE fairsched.producer_tenants
   COLUMN role_name text NOT NULL
@@ -245,6 +259,7 @@ TABLE fairsched.producer_tenants
   CONSTRAINT producer_tenants_tenant_check CHECK ((length(tenant) <= 128))
   INDEX CREATE UNIQUE INDEX producer_tenants_pkey ON fairsched.producer_tenants USING btree (role_name, tenant, exact)
   GRANT ALL ON TABLE fairsched.producer_tenants TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.producer_tenants TO fairsched_reader
 
 TABLE fairsched.queues
   COLUMN name text NOT NULL
@@ -286,6 +301,7 @@ TABLE fairsched.queues
   INDEX CREATE UNIQUE INDEX queues_pkey ON fairsched.queues USING btree (name)
   GRANT ALL ON TABLE fairsched.queues TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_producer
+  GRANT SELECT ON TABLE fairsched.queues TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_worker
 
 TABLE fairsched.ratelimits
@@ -304,6 +320,7 @@ TABLE fairsched.ratelimits
   CONSTRAINT ratelimits_queue_name_fkey FOREIGN KEY (queue_name) REFERENCES fairsched.queues(name) ON UPDATE CASCADE ON DELETE CASCADE
   INDEX CREATE UNIQUE INDEX ratelimits_pkey ON fairsched.ratelimits USING btree (queue_name, tenant)
   GRANT ALL ON TABLE fairsched.ratelimits TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.ratelimits TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.ratelimits TO fairsched_worker
 
 TABLE fairsched.schedules
@@ -332,6 +349,7 @@ TABLE fairsched.schedules
   INDEX CREATE INDEX schedules_due_idx ON fairsched.schedules USING btree (next_tick) WHERE enabled
   INDEX CREATE UNIQUE INDEX schedules_pkey ON fairsched.schedules USING btree (name)
   GRANT ALL ON TABLE fairsched.schedules TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.schedules TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.schedules TO fairsched_worker
 
 TABLE fairsched.schema_migrations
@@ -342,6 +360,7 @@ TABLE fairsched.schema_migrations
   CONSTRAINT schema_migrations_pkey PRIMARY KEY (version)
   INDEX CREATE UNIQUE INDEX schema_migrations_pkey ON fairsched.schema_migrations USING btree (version)
   GRANT ALL ON TABLE fairsched.schema_migrations TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.schema_migrations TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.schema_migrations TO fairsched_worker
 
 TABLE fairsched.tenant_releases
@@ -354,6 +373,7 @@ TABLE fairsched.tenant_releases
   INDEX CREATE UNIQUE INDEX tenant_releases_pkey ON fairsched.tenant_releases USING btree (queue_name, tenant, shard)
   GRANT ALL ON TABLE fairsched.tenant_releases TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.tenant_releases TO fairsched_producer
+  GRANT SELECT ON TABLE fairsched.tenant_releases TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.tenant_releases TO fairsched_worker
 
 TABLE fairsched.tenant_shares
@@ -383,6 +403,7 @@ TABLE fairsched.tenant_shares
   TRIGGER CREATE TRIGGER tenant_shares_updated_lower_floor AFTER UPDATE OF active, pass ON fairsched.tenant_shares FOR EACH ROW WHEN ((new.active AND ((NOT old.active) OR (new.pass < old.pass)))) EXECUTE FUNCTION fairsched.pass_floors_lower()
   GRANT ALL ON TABLE fairsched.tenant_shares TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.tenant_shares TO fairsched_producer
+  GRANT SELECT ON TABLE fairsched.tenant_shares TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.tenant_shares TO fairsched_worker
 
 TABLE fairsched.workers
@@ -395,7 +416,79 @@ TABLE fairsched.workers
   CONSTRAINT workers_queues_check CHECK ((jsonb_typeof(queues) = 'object'::text))
   INDEX CREATE UNIQUE INDEX workers_pkey ON fairsched.workers USING btree (owner)
   GRANT ALL ON TABLE fairsched.workers TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.workers TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.workers TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.aggregate_skip(p_queue text, p_tenant text, p_key text, p_by text)
+ RETURNS SETOF bigint
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+WITH old AS (
+    SELECT a.blocked_job_id AS job_id
+      FROM fairsched.aggregates a
+     WHERE a.queue_name = $1 AND a.tenant = $2 AND a.aggregate_key = $3
+       AND a.blocked_job_id IS NOT NULL
+       FOR UPDATE
+), agg AS (
+    UPDATE fairsched.aggregates AS a
+       SET blocked_job_id = NULL, updated_at = now(),
+           next_seq = greatest(a.next_seq, coalesce(
+               (SELECT j.aggregate_seq + 1 FROM fairsched.jobs j WHERE j.id = old.job_id),
+               a.next_seq))
+      FROM old
+     WHERE a.queue_name = $1 AND a.tenant = $2 AND a.aggregate_key = $3
+    RETURNING old.job_id AS blocked_job_id
+), moved AS (
+    UPDATE fairsched.jobs AS j
+       SET status = 'discarded'
+      FROM agg
+     WHERE j.id = agg.blocked_job_id AND j.status = 'dead'
+    RETURNING j.id
+), event AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT id, 'discarded', jsonb_build_object('by', $4::text, 'via', 'aggregate_skip')
+      FROM moved
+)
+SELECT id FROM moved
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.aggregate_skip(text,text,text,text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.aggregate_skip(text,text,text,text) TO fairsched_web
+
+CREATE OR REPLACE FUNCTION fairsched.aggregate_unblock(p_queue text, p_tenant text, p_key text, p_by text)
+ RETURNS TABLE(id bigint, available_at timestamp with time zone)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+WITH old AS (
+    SELECT a.blocked_job_id AS job_id
+      FROM fairsched.aggregates a
+     WHERE a.queue_name = $1 AND a.tenant = $2 AND a.aggregate_key = $3
+       AND a.blocked_job_id IS NOT NULL
+       FOR UPDATE
+), agg AS (
+    UPDATE fairsched.aggregates AS a
+       SET blocked_job_id = NULL, updated_at = now()
+      FROM old
+     WHERE a.queue_name = $1 AND a.tenant = $2 AND a.aggregate_key = $3
+    RETURNING old.job_id AS blocked_job_id
+), moved AS (
+    UPDATE fairsched.jobs AS j
+       SET status = 'pending', attempt_count = 0, available_at = now(), finished_at = NULL
+      FROM agg
+     WHERE j.id = agg.blocked_job_id AND j.status = 'dead'
+    RETURNING j.id, j.available_at
+), event AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT id, 'replayed', jsonb_build_object('by', $4::text, 'via', 'aggregate_unblock')
+      FROM moved
+)
+SELECT id, available_at FROM moved
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.aggregate_unblock(text,text,text,text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.aggregate_unblock(text,text,text,text) TO fairsched_web
 
 CREATE OR REPLACE FUNCTION fairsched.aggregates_advance(p_queues text[], p_tenants text[], p_keys text[])
  RETURNS TABLE(id bigint, queue_name text, tenant text, available_at timestamp with time zone)
@@ -453,6 +546,7 @@ END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) TO fairsched_producer
+  GRANT EXECUTE ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) TO fairsched_web
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) TO fairsched_worker
 
 CREATE OR REPLACE FUNCTION fairsched.aggregates_finish(p_ids bigint[])
@@ -480,6 +574,7 @@ BEGIN
 END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_finish(bigint[]) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.aggregates_finish(bigint[]) TO fairsched_web
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_finish(bigint[]) TO fairsched_worker
 
 CREATE OR REPLACE FUNCTION fairsched.aggregates_lock(p_queue text, p_tenants text[], p_keys text[], p_seqs bigint[])
@@ -583,6 +678,46 @@ $function$
   GRANT EXECUTE ON FUNCTION fairsched.claim_heads_refresh(text) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.claim_heads_refresh(text) TO fairsched_worker
 
+CREATE OR REPLACE FUNCTION fairsched.dead_discard(p_id bigint, p_by text)
+ RETURNS SETOF bigint
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+WITH moved AS (
+    UPDATE fairsched.jobs
+       SET status = 'discarded'
+     WHERE id = $1 AND status = 'dead'
+    RETURNING id
+), event AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT id, 'discarded', jsonb_build_object('by', $2::text) FROM moved
+)
+SELECT id FROM moved
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.dead_discard(bigint,text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.dead_discard(bigint,text) TO fairsched_web
+
+CREATE OR REPLACE FUNCTION fairsched.dead_replay(p_id bigint, p_by text)
+ RETURNS SETOF bigint
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+WITH moved AS (
+    UPDATE fairsched.jobs
+       SET status = 'pending', attempt_count = 0, available_at = now(), finished_at = NULL
+     WHERE id = $1 AND status = 'dead'
+    RETURNING id
+), event AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT id, 'replayed', jsonb_build_object('by', $2::text) FROM moved
+)
+SELECT id FROM moved
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.dead_replay(bigint,text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.dead_replay(bigint,text) TO fairsched_web
+
 CREATE OR REPLACE FUNCTION fairsched.history_queue_name()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -596,6 +731,45 @@ BEGIN
     RETURN NEW;
 END
 $function$
+
+CREATE OR REPLACE FUNCTION fairsched.jobs_cancel(p_ids bigint[], p_by text)
+ RETURNS TABLE(id bigint, outcome text, status text, queue_name text)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+WITH target AS MATERIALIZED (
+    SELECT j.id, j.queue_name, j.status, j.cancel_requested_at
+      FROM fairsched.jobs AS j
+     WHERE j.id = ANY (ARRAY(SELECT unnest($1::bigint[])))
+     ORDER BY j.id
+       FOR UPDATE
+), cancelled AS (
+    UPDATE fairsched.jobs AS j
+       SET status = 'cancelled', finished_at = now(), cancel_requested_at = now()
+      FROM target AS t
+     WHERE j.id = t.id AND t.status IN ('pending', 'waiting')
+    RETURNING j.id
+), requested AS (
+    UPDATE fairsched.jobs AS j
+       SET cancel_requested_at = now()
+      FROM target AS t
+     WHERE j.id = t.id AND t.status = 'running' AND t.cancel_requested_at IS NULL
+    RETURNING j.id
+), events AS (
+    INSERT INTO fairsched.job_events (job_id, kind, detail)
+    SELECT id, 'cancelled', jsonb_build_object('by', $2::text) FROM cancelled
+    UNION ALL
+    SELECT id, 'cancel_requested', jsonb_build_object('by', $2::text) FROM requested
+)
+SELECT t.id, CASE WHEN t.status IN ('pending', 'waiting') THEN 'cancelled'
+                  WHEN t.status = 'running' THEN 'requested'
+                  ELSE 'finished' END,
+       t.status, t.queue_name
+  FROM target AS t
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.jobs_cancel(bigint[],text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.jobs_cancel(bigint[],text) TO fairsched_web
 
 CREATE OR REPLACE FUNCTION fairsched.jobs_enqueue(p_queue text, p_tenants text[], p_payloads jsonb[], p_priorities integer[], p_aggregate_keys text[], p_aggregate_seqs bigint[], p_run_ats timestamp with time zone[], p_max_attempts integer[], p_idempotency_keys text[], p_serial boolean, p_activate boolean, p_trace_context jsonb)
  RETURNS TABLE(id bigint, activated bigint, notified bigint, inserted_status text)
@@ -1318,6 +1492,32 @@ CREATE OR REPLACE FUNCTION fairsched.tenant_released(queue_name text, tenant tex
 RETURN (SELECT (COALESCE(sum(r.released), (0)::numeric))::bigint AS "coalesce" FROM fairsched.tenant_releases r WHERE ((r.queue_name = tenant_released.queue_name) AND (r.tenant = tenant_released.tenant)))
   GRANT EXECUTE ON FUNCTION fairsched.tenant_released(text,text) TO PUBLIC
 
+CREATE OR REPLACE FUNCTION fairsched.tenant_share_set(p_queue text, p_tenant text, p_weight double precision, p_cap integer, p_by text)
+ RETURNS TABLE(weight double precision, cap integer)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+WITH changed AS (
+    INSERT INTO fairsched.tenant_shares AS t (queue_name, tenant, weight, cap, active, ready_at)
+    VALUES ($1, $2, coalesce($3::float8, 1), nullif($4::int, 0), false,
+            'infinity')
+    ON CONFLICT (queue_name, tenant) DO UPDATE
+       SET weight = coalesce($3::float8, t.weight),
+           cap = CASE WHEN $4::int IS NULL THEN t.cap ELSE nullif($4::int, 0) END,
+           updated_at = now()
+    RETURNING weight, cap
+), audit AS (
+    INSERT INTO fairsched.admin_events (by, action, queue_name, tenant, detail)
+    SELECT $5, 'tenant_share', $1, $2,
+           jsonb_build_object('weight', c.weight, 'cap', c.cap)
+      FROM changed AS c
+)
+SELECT weight, cap FROM changed
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_share_set(text,text,double precision,integer,text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_share_set(text,text,double precision,integer,text) TO fairsched_web
+
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_activate(queue text, tenants text[], dues timestamp with time zone[])
  RETURNS void
  LANGUAGE plpgsql
@@ -1355,6 +1555,7 @@ END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO fairsched_producer
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO fairsched_web
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO fairsched_worker
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_finish(ids bigint[])
@@ -1438,6 +1639,7 @@ BEGIN
 END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_settle(bigint[]) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_settle(bigint[]) TO fairsched_web
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_settle(bigint[]) TO fairsched_worker
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_wake(p_batch integer)
@@ -1512,3 +1714,4 @@ $function$
 
 DEFAULT PRIVILEGES IN SCHEMA fairsched GRANT ALL ON SEQUENCES TO fairsched_admin
 DEFAULT PRIVILEGES IN SCHEMA fairsched GRANT ALL ON TABLES TO fairsched_admin
+DEFAULT PRIVILEGES IN SCHEMA fairsched GRANT SELECT ON TABLES TO fairsched_reader

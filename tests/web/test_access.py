@@ -1,7 +1,8 @@
 """Who may look and who may change: a change without the login, the CSRF field or from
 another origin is refused, a read-only dashboard refuses every change, a proxy's user is
-recorded as the one who acted, the read-only database role of docs/web.md serves every
-page, and bad input gets an error page with a 4xx status and changes nothing."""
+recorded as the one who acted, the shipped roles (fairsched_reader serves every page and
+changes nothing, fairsched_web makes the actions and writes no table), and bad input
+gets an error page with a 4xx status and changes nothing."""
 
 from __future__ import annotations
 
@@ -130,29 +131,14 @@ def test_a_user_named_by_the_proxy_is_recorded_as_the_one_who_acted(
     assert row == ("web:ada@example.com",)
 
 
-READER = "fairsched_web_test_reader"
-READER_GRANTS = f"""
-DO $$ BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{READER}') THEN
-        CREATE ROLE {READER} NOLOGIN;
-    END IF;
-END $$;
-GRANT USAGE ON SCHEMA fairsched TO {READER};
-GRANT SELECT ON ALL TABLES IN SCHEMA fairsched TO {READER};
-"""
-"""docs/web.md's read-only role (NOLOGIN, kept like the shipped roles; its grants go with
-the test database)."""
-
-
-def test_the_read_only_role_of_docs_web_serves_every_page_and_changes_nothing(
+def test_the_reader_role_serves_every_page_and_changes_nothing(
     fresh_db: str, db: psycopg.Connection, workers: Workers, tmp_path: Path, page: Page
 ) -> None:
     create_probe_tables(db)
     with declare(fresh_db, policies=["weighted", "serial"]) as client:
         fill(client, "acme", 5)
         job_id = a_dead_job(client, db, workers, aggregate_key="order-1", aggregate_seq=1)
-    db.execute(READER_GRANTS)
-    reader = make_conninfo(fresh_db, options=f"-c role={READER}")
+    reader = make_conninfo(fresh_db, options="-c role=fairsched_reader")
     with web_server(reader, tmp_path) as server:
         log_in(page, server)
         for path in ["", f"queues/{QUEUE}", "starvation", "aggregates", "dead", f"jobs/{job_id}"]:
@@ -166,6 +152,44 @@ def test_the_read_only_role_of_docs_web_serves_every_page_and_changes_nothing(
         assert refused.value.status == 403
         assert "permission denied" in page.inner_text("#error")
     assert status_of(db, job_id) == "dead"
+
+
+def test_the_web_role_makes_the_actions_and_writes_no_table(
+    fresh_db: str, db: psycopg.Connection, workers: Workers, tmp_path: Path, page: Page
+) -> None:
+    """fairsched_web (docs/web.md) replays, discards, cancels and sets weights through the
+    page, and is refused every write of its own."""
+    create_probe_tables(db)
+    with declare(fresh_db, policies=["weighted"]) as client:
+        replayed = a_dead_job(client, db, workers)
+        discarded = a_dead_job(client, db, workers)
+        queued = client.enqueue(QUEUE, {}, tenant="acme")
+    web_role = make_conninfo(fresh_db, options="-c role=fairsched_web")
+    with web_server(web_role, tmp_path) as server:
+        log_in(page, server)
+        for job_id, button in [(replayed, "replay"), (discarded, "discard"), (queued, "cancel")]:
+            page.goto(f"{server.url}jobs/{job_id}")
+            page.locator(f"button:text('{button}')").click()
+            page.click("#confirm")
+            assert page.locator("#done").count() == 1, page.inner_text("main")
+        page.goto(f"{server.url}actions/tenant?queue={QUEUE}&tenant=acme")
+        page.fill("#weight", "3")
+        page.click("#preview")
+        page.click("#confirm")
+        assert "changed" in page.inner_text("#done")
+    assert [status_of(db, j) for j in (replayed, discarded, queued)] == ["pending", "discarded", "cancelled"]
+    assert db.execute("SELECT by, detail->>'weight' FROM fairsched.admin_events").fetchall() == [
+        ("web:token", "3")
+    ]
+    with psycopg.connect(web_role, autocommit=True) as conn:
+        for statement in (
+            "UPDATE fairsched.jobs SET status = 'succeeded'",
+            "UPDATE fairsched.tenant_shares SET weight = 1000",
+            "INSERT INTO fairsched.job_events (job_id, kind) VALUES (1, 'forged')",
+            "DELETE FROM fairsched.admin_events",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
 
 
 HOSTILE = "<img src=x onerror=alert(1)>\"'&"

@@ -55,22 +55,8 @@ SELECT fairsched.tenant_shares_settle(%(ids)s::bigint[])
 -- name: tenant_share_set
 -- Set a tenant's weight and/or cap on a queue (NULL keeps the current value; cap 0 clears it),
 -- and record who did it, with the values after, in the admin audit trail.
-WITH changed AS (
-    INSERT INTO fairsched.tenant_shares AS t (queue_name, tenant, weight, cap, active, ready_at)
-    VALUES (%(queue)s, %(tenant)s, coalesce(%(weight)s::float8, 1), nullif(%(cap)s::int, 0), false,
-            'infinity')
-    ON CONFLICT (queue_name, tenant) DO UPDATE
-       SET weight = coalesce(%(weight)s::float8, t.weight),
-           cap = CASE WHEN %(cap)s::int IS NULL THEN t.cap ELSE nullif(%(cap)s::int, 0) END,
-           updated_at = now()
-    RETURNING weight, cap
-), audit AS (
-    INSERT INTO fairsched.admin_events (by, action, queue_name, tenant, detail)
-    SELECT %(by)s, 'tenant_share', %(queue)s, %(tenant)s,
-           jsonb_build_object('weight', c.weight, 'cap', c.cap)
-      FROM changed AS c
-)
-SELECT weight, cap FROM changed
+-- (fairsched.tenant_share_set, 011_operator_functions.sql)
+SELECT * FROM fairsched.tenant_share_set(%(queue)s::text, %(tenant)s::text, %(weight)s::double precision, %(cap)s::integer, %(by)s::text)
 
 -- name: tenant_shares_list
 -- Every tenant's share state on a queue: weight, cap, running (claims counted minus
@@ -111,60 +97,13 @@ SELECT id, queue_name, tenant, available_at
 
 -- name: aggregate_unblock
 -- Run an aggregate's dead head again (same id, fresh attempts); the aggregate resumes.
-WITH old AS (
-    SELECT a.blocked_job_id AS job_id
-      FROM fairsched.aggregates a
-     WHERE a.queue_name = %(queue)s AND a.tenant = %(tenant)s AND a.aggregate_key = %(key)s
-       AND a.blocked_job_id IS NOT NULL
-       FOR UPDATE
-), agg AS (
-    UPDATE fairsched.aggregates AS a
-       SET blocked_job_id = NULL, updated_at = now()
-      FROM old
-     WHERE a.queue_name = %(queue)s AND a.tenant = %(tenant)s AND a.aggregate_key = %(key)s
-    RETURNING old.job_id AS blocked_job_id
-), moved AS (
-    UPDATE fairsched.jobs AS j
-       SET status = 'pending', attempt_count = 0, available_at = now(), finished_at = NULL
-      FROM agg
-     WHERE j.id = agg.blocked_job_id AND j.status = 'dead'
-    RETURNING j.id, j.available_at
-), event AS (
-    INSERT INTO fairsched.job_events (job_id, kind, detail)
-    SELECT id, 'replayed', jsonb_build_object('by', %(by)s::text, 'via', 'aggregate_unblock')
-      FROM moved
-)
-SELECT id, available_at FROM moved
+-- (fairsched.aggregate_unblock, 011_operator_functions.sql)
+SELECT * FROM fairsched.aggregate_unblock(%(queue)s::text, %(tenant)s::text, %(key)s::text, %(by)s::text)
 
 -- name: aggregate_skip
 -- Discard an aggregate's dead head and let the aggregate move past it.
-WITH old AS (
-    SELECT a.blocked_job_id AS job_id
-      FROM fairsched.aggregates a
-     WHERE a.queue_name = %(queue)s AND a.tenant = %(tenant)s AND a.aggregate_key = %(key)s
-       AND a.blocked_job_id IS NOT NULL
-       FOR UPDATE
-), agg AS (
-    UPDATE fairsched.aggregates AS a
-       SET blocked_job_id = NULL, updated_at = now(),
-           next_seq = greatest(a.next_seq, coalesce(
-               (SELECT j.aggregate_seq + 1 FROM fairsched.jobs j WHERE j.id = old.job_id),
-               a.next_seq))
-      FROM old
-     WHERE a.queue_name = %(queue)s AND a.tenant = %(tenant)s AND a.aggregate_key = %(key)s
-    RETURNING old.job_id AS blocked_job_id
-), moved AS (
-    UPDATE fairsched.jobs AS j
-       SET status = 'discarded'
-      FROM agg
-     WHERE j.id = agg.blocked_job_id AND j.status = 'dead'
-    RETURNING j.id
-), event AS (
-    INSERT INTO fairsched.job_events (job_id, kind, detail)
-    SELECT id, 'discarded', jsonb_build_object('by', %(by)s::text, 'via', 'aggregate_skip')
-      FROM moved
-)
-SELECT id FROM moved
+-- (fairsched.aggregate_skip, 011_operator_functions.sql)
+SELECT * FROM fairsched.aggregate_skip(%(queue)s::text, %(tenant)s::text, %(key)s::text, %(by)s::text)
 
 -- name: aggregates_blocked
 -- Aggregates held by a dead job, with the job and since when.

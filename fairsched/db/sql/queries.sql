@@ -150,8 +150,6 @@ SELECT queue_name, heads_behind, floor_behind FROM (
 -- (fairsched.jobs_statistics_refresh); true when it ran.
 SELECT fairsched.jobs_statistics_refresh(%(min_pending)s)
 
-
-
 -- name: claim_heads_refresh
 -- Raise a queue's claim heads to its lowest pending job in each built-in job order,
 -- unless a transaction making jobs pending holds them: true when it did
@@ -200,29 +198,13 @@ ORDER BY at
 
 -- name: dead_replay
 -- Put a dead job back to pending with a fresh attempt budget, keeping its id and history.
-WITH moved AS (
-    UPDATE fairsched.jobs
-       SET status = 'pending', attempt_count = 0, available_at = now(), finished_at = NULL
-     WHERE id = %(id)s AND status = 'dead'
-    RETURNING id
-), event AS (
-    INSERT INTO fairsched.job_events (job_id, kind, detail)
-    SELECT id, 'replayed', jsonb_build_object('by', %(by)s::text) FROM moved
-)
-SELECT id FROM moved
+-- (fairsched.dead_replay, 011_operator_functions.sql)
+SELECT * FROM fairsched.dead_replay(%(id)s::bigint, %(by)s::text)
 
 -- name: dead_discard
 -- Resolve a dead job without running it again; it stays in the table as discarded.
-WITH moved AS (
-    UPDATE fairsched.jobs
-       SET status = 'discarded'
-     WHERE id = %(id)s AND status = 'dead'
-    RETURNING id
-), event AS (
-    INSERT INTO fairsched.job_events (job_id, kind, detail)
-    SELECT id, 'discarded', jsonb_build_object('by', %(by)s::text) FROM moved
-)
-SELECT id FROM moved
+-- (fairsched.dead_discard, 011_operator_functions.sql)
+SELECT * FROM fairsched.dead_discard(%(id)s::bigint, %(by)s::text)
 
 -- name: stale_completions_count
 -- How many completions were rejected because their lease no longer held.
@@ -247,35 +229,8 @@ SELECT count(*)
 -- ones by a request their worker sees at its next heartbeat (a second request of the
 -- same job changes nothing). Returns each job found with what became of it (cancelled,
 -- requested, or finished: it had already finished), its status before, and its queue.
-WITH target AS MATERIALIZED (
-    SELECT j.id, j.queue_name, j.status, j.cancel_requested_at
-      FROM fairsched.jobs AS j
-     WHERE j.id = ANY (ARRAY(SELECT unnest(%(ids)s::bigint[])))
-     ORDER BY j.id
-       FOR UPDATE
-), cancelled AS (
-    UPDATE fairsched.jobs AS j
-       SET status = 'cancelled', finished_at = now(), cancel_requested_at = now()
-      FROM target AS t
-     WHERE j.id = t.id AND t.status IN ('pending', 'waiting')
-    RETURNING j.id
-), requested AS (
-    UPDATE fairsched.jobs AS j
-       SET cancel_requested_at = now()
-      FROM target AS t
-     WHERE j.id = t.id AND t.status = 'running' AND t.cancel_requested_at IS NULL
-    RETURNING j.id
-), events AS (
-    INSERT INTO fairsched.job_events (job_id, kind, detail)
-    SELECT id, 'cancelled', jsonb_build_object('by', %(by)s::text) FROM cancelled
-    UNION ALL
-    SELECT id, 'cancel_requested', jsonb_build_object('by', %(by)s::text) FROM requested
-)
-SELECT t.id, CASE WHEN t.status IN ('pending', 'waiting') THEN 'cancelled'
-                  WHEN t.status = 'running' THEN 'requested'
-                  ELSE 'finished' END,
-       t.status, t.queue_name
-  FROM target AS t
+-- (fairsched.jobs_cancel, 011_operator_functions.sql)
+SELECT * FROM fairsched.jobs_cancel(%(ids)s::bigint[], %(by)s::text)
 
 -- name: jobs_cancel_pick
 -- Up to %(batch)s jobs of a tenant on a queue that a cancel still changes: pending,
