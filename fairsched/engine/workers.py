@@ -21,16 +21,22 @@ LIVE_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class QueueWorkers:
-    """The live workers serving a queue, and their slots for it."""
+    """The live workers serving a queue, their slots for it, and their claims per second
+    (between each worker's last two reports)."""
 
     workers: int
     slots: int
+    claims_per_second: float = 0.0
 
 
-def worker_seen(conn: psycopg.Connection, owner: str, queues: Mapping[str, int]) -> None:
-    """Register (or renew) worker ``owner`` serving ``queues`` (queue → slots)."""
+def worker_seen(
+    conn: psycopg.Connection, owner: str, queues: Mapping[str, int], claimed: Mapping[str, int]
+) -> None:
+    """Register (or renew) worker ``owner`` serving ``queues`` (queue → slots), having
+    claimed ``claimed`` jobs of each since it started."""
+    params = {"owner": owner, "queues": Jsonb(dict(queues)), "claimed": Jsonb(dict(claimed))}
     with operation("worker_seen"):
-        conn.execute(QUERIES["worker_seen"], {"owner": owner, "queues": Jsonb(dict(queues))})
+        conn.execute(QUERIES["worker_seen"], params)
 
 
 def worker_gone(conn: psycopg.Connection, owner: str) -> None:
@@ -43,4 +49,6 @@ def workers_by_queue(conn: psycopg.Connection) -> dict[str, QueueWorkers]:
     """Per queue, the live workers and their slots."""
     with operation("workers_by_queue"):
         rows = conn.execute(QUERIES["workers_by_queue"], {"within": LIVE_SECONDS}).fetchall()
-    return {queue: QueueWorkers(int(workers), int(slots)) for queue, workers, slots in rows}
+    return {
+        queue: QueueWorkers(int(workers), int(slots), float(rate)) for queue, workers, slots, rate in rows
+    }

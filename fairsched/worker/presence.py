@@ -5,7 +5,7 @@ report retried at the next interval; a worker that dies leaves a row that ages o
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from fairsched.client import Client
 from fairsched.db.connection import redact
@@ -19,11 +19,14 @@ class Presence(Service):
     """Reports ``owner`` serving ``queues`` (queue → slots) every
     :data:`~fairsched.engine.workers.REPORT_SECONDS`."""
 
-    def __init__(self, client: Client, owner: str, queues: Mapping[str, int]) -> None:
+    def __init__(
+        self, client: Client, owner: str, queues: Mapping[str, int], claimed: Callable[[], Mapping[str, int]]
+    ) -> None:
         super().__init__("fairsched-presence")
         self._client = client
         self._owner = owner
         self._queues = dict(queues)
+        self._claimed = claimed
 
     def _run(self) -> None:
         self._report()
@@ -33,7 +36,7 @@ class Presence(Service):
     def _report(self) -> None:
         try:
             with self._client.connection() as conn:
-                workers.worker_seen(conn, self._owner, self._queues)
+                workers.worker_seen(conn, self._owner, self._queues, self._claimed())
         except TRANSIENT as e:
             log.warning("reporting this worker's presence failed (%s); retrying", redact(str(e)))
 

@@ -60,6 +60,8 @@ class QueueRunner:
         self._async = worker.app.is_async(name)
         self._cond = threading.Condition()
         self._busy = 0
+        self.claimed = 0
+        """Jobs this runner claimed since the worker started (the worker registry's count)."""
         self._hint = True
         self._backlog = False
         self._recheck = False
@@ -210,6 +212,7 @@ class QueueRunner:
             return
         if not leases:
             return
+        self.claimed += len(leases)
         metrics.record_claims(leases, self._worker.tenant_labels)
         jobs = [Job(lease, claimed) for lease in leases]
         self._worker.running.add(jobs)

@@ -117,7 +117,12 @@ class Runtime:
         self._headkeeper = HeadKeeper(client, settings.head_refresh_seconds)
         self._pruner = Pruner.from_environment(client)
         self._scheduler = Scheduler(client, self.crashed)
-        self._presence = Presence(client, owner, {name: r.slots for name, r in self.runners.items()})
+        self._presence = Presence(
+            client,
+            owner,
+            {name: r.slots for name, r in self.runners.items()},
+            lambda: {name: r.claimed for name, r in self.runners.items()},
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()

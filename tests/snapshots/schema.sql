@@ -409,11 +409,15 @@ TABLE fairsched.tenant_shares
 TABLE fairsched.workers
   COLUMN owner text NOT NULL
   COLUMN queues jsonb NOT NULL
+  COLUMN claimed jsonb NOT NULL DEFAULT '{}'::jsonb
+  COLUMN rates jsonb NOT NULL DEFAULT '{}'::jsonb
   COLUMN started_at timestamp with time zone NOT NULL DEFAULT now()
   COLUMN seen_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT workers_claimed_check CHECK ((jsonb_typeof(claimed) = 'object'::text))
   CONSTRAINT workers_owner_check CHECK (((length(owner) >= 1) AND (length(owner) <= 200)))
   CONSTRAINT workers_pkey PRIMARY KEY (owner)
   CONSTRAINT workers_queues_check CHECK ((jsonb_typeof(queues) = 'object'::text))
+  CONSTRAINT workers_rates_check CHECK ((jsonb_typeof(rates) = 'object'::text))
   INDEX CREATE UNIQUE INDEX workers_pkey ON fairsched.workers USING btree (owner)
   GRANT ALL ON TABLE fairsched.workers TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.workers TO fairsched_reader
@@ -1687,7 +1691,7 @@ AS $function$ DELETE FROM fairsched.workers AS w WHERE w.owner = worker_gone.own
   GRANT EXECUTE ON FUNCTION fairsched.worker_gone(text) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.worker_gone(text) TO fairsched_worker
 
-CREATE OR REPLACE FUNCTION fairsched.worker_seen(owner text, queues jsonb)
+CREATE OR REPLACE FUNCTION fairsched.worker_seen(owner text, queues jsonb, claimed jsonb)
  RETURNS void
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -1703,14 +1707,25 @@ BEGIN
         RAISE EXCEPTION 'a worker''s queues are an object of at most 1000 queue names, each with 0 to 100000 slots'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    INSERT INTO fairsched.workers AS w (owner, queues) VALUES (owner, queues)
+    IF jsonb_typeof(claimed) IS DISTINCT FROM 'object'
+       OR EXISTS (SELECT 1 FROM jsonb_each(claimed) AS c(name, n)
+                   WHERE NOT queues ? c.name OR jsonb_typeof(c.n) <> 'number'
+                      OR NOT (c.n::numeric BETWEEN 0 AND 1e15) OR c.n::numeric <> trunc(c.n::numeric)) THEN
+        RAISE EXCEPTION 'a worker''s claim counts are an object of its queues, each a whole number from 0'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO fairsched.workers AS w (owner, queues, claimed) VALUES (owner, queues, claimed)
     ON CONFLICT ON CONSTRAINT workers_pkey
-    DO UPDATE SET queues = excluded.queues, seen_at = now();
+    DO UPDATE SET queues = excluded.queues, claimed = excluded.claimed, seen_at = now(),
+                  rates = coalesce((
+                      SELECT jsonb_object_agg(c.name, round(greatest(c.n::numeric - coalesce((w.claimed ->> c.name)::numeric, 0), 0)
+                                              / greatest(extract(epoch FROM now() - w.seen_at), 0.001), 1))
+                        FROM jsonb_each(excluded.claimed) AS c(name, n)), '{}');
     DELETE FROM fairsched.workers AS w WHERE w.seen_at < now() - interval '1 day';
 END
 $function$
-  GRANT EXECUTE ON FUNCTION fairsched.worker_seen(text,jsonb) TO fairsched_admin
-  GRANT EXECUTE ON FUNCTION fairsched.worker_seen(text,jsonb) TO fairsched_worker
+  GRANT EXECUTE ON FUNCTION fairsched.worker_seen(text,jsonb,jsonb) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.worker_seen(text,jsonb,jsonb) TO fairsched_worker
 
 DEFAULT PRIVILEGES IN SCHEMA fairsched GRANT ALL ON SEQUENCES TO fairsched_admin
 DEFAULT PRIVILEGES IN SCHEMA fairsched GRANT ALL ON TABLES TO fairsched_admin
