@@ -38,19 +38,16 @@ Sort = Literal["tenant", "weight", "cap", "running", "share", "entitled", "oldes
 
 @dataclass
 class Overview:
-    """The overview page: ``status`` plus, per queue, its live workers with their slots
-    (the worker registry) and its busy slots."""
+    """The overview page: ``status`` (running jobs included) plus, per queue, its live
+    workers with their slots (the worker registry)."""
 
     status: Status
     workers: dict[str, QueueWorkers]
-    busy: dict[str, int]
 
 
 def overview(conn: psycopg.Connection, settings: Settings, limits: ExporterSettings) -> Overview:
     report = read_status(conn, settings, limits)
-    with operation("web_busy"):
-        busy: dict[str, int] = dict(conn.execute(QUERIES["web_busy"]).fetchall())
-    return Overview(report, workers_by_queue(conn), busy)
+    return Overview(report, workers_by_queue(conn))
 
 
 @dataclass

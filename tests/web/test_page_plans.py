@@ -56,8 +56,6 @@ class Read:
 DEAD_FILTERS = {"queue": None, "tenant": None, "code": None, "since": None, "limit": 50}
 
 READS = {
-    # The running jobs only: O(slots in use) (the backlog has 1000 expired leases).
-    "web_busy": Read("web_busy", {}, frozenset({"jobs_expired_lease_idx"}), 1_500),
     "web_aggregate_blocked": Read(
         "web_aggregate_blocked",
         {"queue": QUEUE, "tenant": "t1", "key": "k1"},

@@ -1,11 +1,3 @@
--- name: web_busy
--- Per queue: the slots busy now, read over the running jobs only
--- (jobs_expired_lease_idx): O(slots in use), never O(jobs).
-SELECT queue_name, count(*) AS busy
-  FROM fairsched.jobs
- WHERE status = 'running'
- GROUP BY queue_name
-
 -- name: web_aggregate_blocked
 -- The dead job blocking one aggregate, if it is blocked (primary key lookup).
 SELECT blocked_job_id
