@@ -156,7 +156,7 @@ def history_plan(
         raise InvalidInput(f"queue {queue!r} has no jobs created since {since.isoformat(timespec='seconds')}")
     known = sorted(r[6] for r in rows if r[6] is not None and r[6] > 0)
     typical = known[len(known) // 2] if known else 1.0
-    serial = any(p.serial for p in resolve(setting.policies))
+    serial = any(p.holds for p in resolve(setting.policies))
     jobs = [
         Arrival(
             at=max(r[0], 0.0),

@@ -35,7 +35,6 @@ from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
 from fairsched.engine.rekey import aging_rekey
-from fairsched.engine.settle import tenants_activate
 from fairsched.engine.stackfunctions import stack_functions_install
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
 from fairsched.policy.registry import forget_stacks, queue_stack, resolve, tenant_share_set
@@ -169,7 +168,8 @@ def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]
             if orders_tenants(queue):
                 with operation("configsync_pending_tenants"):
                     rows = conn.execute(QUERIES["configsync_pending_tenants"], {"name": name}).fetchall()
-                tenants_activate(conn, name, [r[0] for r in rows], [r[1] for r in rows])
+                for policy in resolve(queue.policies):
+                    policy.pending(conn, name, [(r[0], r[1]) for r in rows])
         rates_declare(conn, queues)
     forget_stacks()
     if outermost:
@@ -389,12 +389,12 @@ def queue_settings_set(
             old_stack, new_stack = resolve(before.policies), resolve(after.policies)
         except ConfigError as e:
             raise InvalidInput(f"queue {name}: {e}") from None
-        if any(p.serial for p in old_stack) != any(p.serial for p in new_stack):
+        if any(p.holds for p in old_stack) != any(p.holds for p in new_stack):
             busy = conn.execute(QUERIES["configsync_queue_busy"], {"name": name}).fetchone()
             if busy is not None and busy[0]:
                 raise InvalidInput(
-                    f"queue {name} has jobs waiting, pending or running: add or remove the serial "
-                    "policy only on a drained queue"
+                    f"queue {name} has jobs waiting, pending or running: add or remove a policy "
+                    "that holds jobs back (such as serial) only on a drained queue"
                 )
         queues_declare(conn, {name: after})
         conn.execute(QUERIES["configsync_queue_notify"], {"name": name})

@@ -11,9 +11,8 @@ and each call runs on the connection as it is: inside the caller's transaction w
 there is one. SQLAlchemy's asyncio extension works the same way.
 
 A :class:`SyncView` covers what the engine asks of a connection (``execute``,
-``cursor``, ``transaction``, ``info``, ``broken``); it is not a general sync
-connection, so policy hooks, which are given a sync connection, do not run on it
-(:func:`fairsched.policy.registry.queue_stack` refuses their queues).
+``cursor``, ``transaction``, ``info``, ``broken``); policies' transition points and
+hooks are given it too, and use no more (``docs/writing-policies.md``).
 """
 
 from __future__ import annotations

@@ -11,9 +11,8 @@ from psycopg.rows import class_row, dict_row
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
-from fairsched.engine.settle import aggregates_advance, jobs_settle, tenants_activate
+from fairsched.engine.settle import jobs_settle
 from fairsched.errors import JobNotFound
-from fairsched.policy.registry import queue_stack
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def dead_discard(conn: psycopg.Connection, job_id: int, *, by: str = "api") -> N
 
 @dataclass(frozen=True)
 class BlockedAggregate:
-    """A serial aggregate held by its dead head (poison mode ``block``)."""
+    """An aggregate held by its dead head (poison mode ``block``)."""
 
     queue_name: str
     tenant: str
@@ -114,8 +113,6 @@ def aggregate_skip(conn: psycopg.Connection, queue: str, tenant: str, key: str, 
             ).fetchone()
         if row is None:
             raise JobNotFound(f"aggregate {key!r} of tenant {tenant!r} on {queue!r} is not blocked")
-        promoted = aggregates_advance(conn, [(queue, tenant, key)])
-        if promoted and queue_stack(conn, queue).tenant_ordered:
-            tenants_activate(conn, queue, [p[2] for p in promoted], [p[3] for p in promoted])
+        jobs_settle(conn, [row[0]], left_running=False)
     job_id: int = row[0]
     return job_id

@@ -1,5 +1,7 @@
 """Enqueue: validate jobs, then insert a batch in one statement (with NOTIFY when enabled,
-and the tenants' activation on a weighted queue)."""
+and the tenants' activation when a policy orders tenants). A batch with jobs a policy
+holds back runs in a transaction: the policy locks and checks them first, and settles
+them after the insert."""
 
 from __future__ import annotations
 
@@ -18,9 +20,9 @@ from psycopg.types.json import Jsonb
 from fairsched import bounds, tracing
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
-from fairsched.engine.settle import aggregates_advance, tenants_activate
+from fairsched.engine.settle import settle_jobs
 from fairsched.errors import InvalidInput, PayloadTooLarge, UnknownQueue
-from fairsched.policy import BasePolicy
+from fairsched.policy import BasePolicy, JobState
 from fairsched.policy.registry import queue_stack
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")
@@ -211,19 +213,26 @@ def jobs_enqueue(
         "trace_context": _jsonb_or_none(tracing.carrier()),
     }
     stack = queue_stack(conn, queue)
-    serial = stack.serial and any(j.aggregate_key is not None for j in checked)
+    holders = [p for p in stack.policies if p.holds]
+    held = bool(holders) and any(j.aggregate_key is not None for j in checked)
     hooked = any(type(p).on_enqueue is not BasePolicy.on_enqueue for p in stack.policies)
-    # One statement on its own, activation included, unless serial jobs must be promoted
+    # One statement on its own, activation included, unless held jobs must be settled
     # after the insert or a policy's hook runs in the enqueuing transaction.
-    params |= {"serial": serial, "activate": stack.tenant_ordered and not serial}
-    with conn.transaction() if serial or hooked else nullcontext():
-        ids = _insert(conn, queue, checked, params, serial=serial)
-        if serial:
-            keys = sorted({(queue, j.tenant, j.aggregate_key) for j in checked if j.aggregate_key})
-            pending = [(t, due) for _id, _q, t, due in aggregates_advance(conn, keys)]
-            if stack.tenant_ordered:
-                pending += [(j.tenant, j.run_at or _NOW) for j in checked if not j.aggregate_key]
-                tenants_activate(conn, queue, [p[0] for p in pending], [p[1] for p in pending])
+    params |= {"held": held, "activate": stack.tenant_ordered and not held}
+    with conn.transaction() if held or hooked else nullcontext():
+        if held:
+            for policy in holders:
+                policy.hold(conn, queue, checked)
+        ids, statuses = _insert(conn, queue, checked, params)
+        if held:
+            inserted = [
+                JobState(
+                    job_id, job.tenant, status, status == "waiting", job.aggregate_key, job.run_at or _NOW
+                )
+                for job_id, job, status in zip(ids, checked, statuses, strict=True)
+                if status is not None
+            ]
+            settle_jobs(conn, stack, inserted, left_running=False)
         for policy in stack.policies:
             policy.on_enqueue(conn, queue, ids)
     return ids
@@ -234,16 +243,15 @@ def _insert(
     queue: str,
     checked: Sequence[JobSpec],
     params: dict[str, Any],
-    *,
-    serial: bool,
-) -> list[int]:
-    if serial:
-        aggregates_lock(conn, queue, checked)
+) -> tuple[list[int], list[str | None]]:
+    """Ids of the jobs, in order, and the status each was inserted with (``None`` where
+    its idempotency key found an existing job)."""
     with operation("jobs_enqueue"):
         rows = conn.execute(QUERIES["jobs_enqueue"], params).fetchall()
         if not rows:
             raise UnknownQueue(queue)
         ids: list[int | None] = [row[0] for row in rows]
+        statuses: list[str | None] = [row[3] for row in rows]
         missing = [i for i, job_id in enumerate(ids) if job_id is None]
         if missing:
             # Keys inserted by a concurrent transaction or twice in this batch.
@@ -259,43 +267,7 @@ def _insert(
                 ids[missing[ord_ - 1]] = job_id
     if any(job_id is None for job_id in ids):
         raise InvalidInput("an idempotency key collided with a job that is not visible yet; retry")
-    return [job_id for job_id in ids if job_id is not None]
-
-
-def aggregates_lock(conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec]) -> None:
-    """Lock the aggregates of a serial batch and refuse sequence numbers that ran or exist."""
-    serial = [j for j in jobs if j.aggregate_key is not None]
-    seen: set[tuple[str, str, int | None]] = set()
-    for job in serial:
-        key = (job.tenant, job.aggregate_key or "", job.aggregate_seq)
-        if key in seen:
-            raise InvalidInput(
-                f"aggregate {job.aggregate_key!r} of tenant {job.tenant!r}: "
-                f"sequence number {job.aggregate_seq} appears twice in one batch"
-            )
-        seen.add(key)
-    arrays = {
-        "queue": queue,
-        "tenants": [j.tenant for j in serial],
-        "keys": [j.aggregate_key for j in serial],
-        "seqs": [j.aggregate_seq for j in serial],
-    }
-    with operation("aggregates_lock"):
-        rows = conn.execute(QUERIES["aggregates_lock"], arrays).fetchall()
-        next_seq = {(tenant, key): seq for tenant, key, seq in rows}
-        for job in serial:
-            expected = next_seq[(job.tenant, job.aggregate_key or "")]
-            if job.aggregate_seq is not None and job.aggregate_seq < expected:
-                raise InvalidInput(
-                    f"aggregate {job.aggregate_key!r} of tenant {job.tenant!r} is already past "
-                    f"sequence number {job.aggregate_seq} (next is {expected}): it ran or was skipped"
-                )
-        taken = conn.execute(QUERIES["aggregates_seq_taken"], arrays).fetchall()
-    if taken:
-        tenant, key, seq = taken[0]
-        raise InvalidInput(
-            f"aggregate {key!r} of tenant {tenant!r} already has a job with sequence number {seq}"
-        )
+    return [job_id for job_id in ids if job_id is not None], statuses
 
 
 def _identity(text: str) -> str:

@@ -118,10 +118,10 @@ def leases_complete(conn: psycopg.Connection, leases: Sequence[Lease]) -> set[in
     owners = {lease.owner for lease in leases}
     if len(owners) != 1:
         raise ValueError("leases_complete takes leases of a single owner")
-    # The statement settles the shares itself: a transaction only for serial
-    # aggregates and policies' on_finish hooks.
+    # The statement settles what the tenant order counted itself: a transaction only for
+    # held jobs' policies and policies' on_finish hooks.
     needed = settle_needed(
-        conn, {lease.queue for lease in leases}, shares=False, aggregates=in_aggregates(leases)
+        conn, {lease.queue for lease in leases}, tenant_order_settled=True, held=in_aggregates(leases)
     )
     with settling(conn, needed):
         with operation("leases_complete"):
@@ -135,7 +135,7 @@ def leases_complete(conn: psycopg.Connection, leases: Sequence[Lease]) -> set[in
             ).fetchall()
         done = {row[0] for row in rows}
         if needed:
-            jobs_settle(conn, sorted(done), shares=False)
+            jobs_settle(conn, sorted(done), tenant_order_settled=True)
     for lease in leases:
         if lease.id not in done:
             metrics.STALE_COMPLETIONS.labels(lease.queue, "complete").inc()
@@ -160,7 +160,7 @@ def leases_fail(conn: psycopg.Connection, failures: Sequence[Failure]) -> dict[i
     if len(owners) != 1:
         raise ValueError("leases_fail takes leases of a single owner")
     needed = settle_needed(
-        conn, {f.lease.queue for f in failures}, aggregates=in_aggregates(f.lease for f in failures)
+        conn, {f.lease.queue for f in failures}, held=in_aggregates(f.lease for f in failures)
     )
     with settling(conn, needed):
         with operation("leases_fail"):
@@ -193,7 +193,7 @@ def leases_fail(conn: psycopg.Connection, failures: Sequence[Failure]) -> dict[i
 
 def lease_release(conn: psycopg.Connection, lease: Lease) -> bool:
     """Give the job back unfinished (the attempt is not counted); ``False`` if lost."""
-    needed = settle_needed(conn, {lease.queue}, aggregates=in_aggregates([lease]))
+    needed = settle_needed(conn, {lease.queue}, held=in_aggregates([lease]))
     with settling(conn, needed):
         with operation("lease_release"):
             row = conn.execute(
@@ -208,5 +208,5 @@ def lease_release(conn: psycopg.Connection, lease: Lease) -> bool:
 
 
 def in_aggregates(leases: Iterable[Lease]) -> bool:
-    """Whether any of these leases' jobs belongs to a serial aggregate."""
+    """Whether any of these leases' jobs belongs to an aggregate (a policy may hold it)."""
     return any(lease.aggregate_key is not None for lease in leases)

@@ -22,6 +22,7 @@ from fairsched.db.connection import operation, redact
 from fairsched.db.sql import QUERIES
 from fairsched.engine.settle import jobs_settle, settle_needed
 from fairsched.errors import DatabaseUnavailable, FairschedError
+from fairsched.policy.registry import registry
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def recovery_sweep(conn: psycopg.Connection, *, batch: int = 500, max_batches: i
             except Exception as e:
                 _reraise_if_fatal(conn, e)
                 failed[queue] = _recovery_failed(queue, e)
-    tenants_wake(conn, batch=batch)
+    policies_sweep(conn, batch=batch)
     return RecoveryResult(tally.retried, tally.dead, dict(tally.by_queue), failed, tally.cancelled)
 
 
@@ -134,7 +135,7 @@ def _recovery_failed(queue: str, error: Exception) -> str:
     return reason
 
 
-def tenants_wake(conn: psycopg.Connection, *, batch: int = 500) -> int:
-    """Bring inactive tenants whose delayed jobs came due back into the weighted selection."""
-    with operation("tenant_shares_wake"):
-        return len(conn.execute(QUERIES["tenant_shares_wake"], {"batch": batch}).fetchall())
+def policies_sweep(conn: psycopg.Connection, *, batch: int = 500) -> int:
+    """Every installed policy's periodic upkeep (its ``sweep``, each at most ``batch``
+    rows); returns how many rows they changed."""
+    return sum(policy.sweep(conn, batch=batch) for policy in registry().values())

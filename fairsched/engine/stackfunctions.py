@@ -23,6 +23,7 @@ from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.composer import compose_claim, stack_filters
 from fairsched.errors import DatabaseError
+from fairsched.policy.registry import resolve
 
 _CLAIM_PARAMETERS = (
     ("%(queue)s", "$1"),
@@ -59,11 +60,12 @@ def claim_function(names: tuple[str, ...], *, single: bool) -> StackFunction:
 
 @lru_cache(maxsize=128)
 def dry_function(names: tuple[str, ...]) -> StackFunction:
-    """The function that takes a stack's dry tenants out of the weighted selection."""
+    """The function that takes a stack's dry tenants out of its tenant order."""
+    order = next(t for t in (p.tenant_order() for p in resolve(names)) if t is not None)
     filters = stack_filters(names)
     bodies = tuple(
-        _bind(sql.SQL(QUERIES[name]).format(filters=filters).as_string(None), _DRY_PARAMETERS)
-        for name in ("tenant_shares_lock_dry", "tenant_shares_deactivate")
+        _bind(sql.SQL(statement).format(filters=filters).as_string(None), _DRY_PARAMETERS)
+        for statement in (order.dry_lock, order.dry_deactivate)
     )
     return _function("dry", names, bodies, "SELECT * FROM {}(%(queue)s, %(limit)s)")
 

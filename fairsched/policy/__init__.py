@@ -13,10 +13,22 @@ from fairsched.policy.interface import (
     GROUP,
     Admission,
     BasePolicy,
+    JobState,
     OrderColumn,
     OrderTerm,
+    Pending,
     Policy,
     TenantOrder,
 )
 
-__all__ = ["GROUP", "Admission", "BasePolicy", "OrderColumn", "OrderTerm", "Policy", "TenantOrder"]
+__all__ = [
+    "GROUP",
+    "Admission",
+    "BasePolicy",
+    "JobState",
+    "OrderColumn",
+    "OrderTerm",
+    "Pending",
+    "Policy",
+    "TenantOrder",
+]

@@ -13,8 +13,13 @@ extension points (each ``None`` when the policy does not use it):
 - **admit against a per-tenant budget** (:meth:`Policy.admission`): tenants out
   of budget are passed over, and a claim takes no more of a tenant's jobs than its
   budget admits, charged under a lock in the claim's transaction;
-- **hold jobs back** (``serial``): jobs of one aggregate wait outside the claim
-  index until their predecessor finished (the engine's ``aggregates`` state);
+- **hold jobs back** (:attr:`Policy.holds`, :meth:`Policy.hold`): jobs with an
+  aggregate key are inserted ``waiting``, outside every claim index, and the policy's
+  :meth:`~Policy.settle` makes them ``pending`` when their turn comes;
+- **keep state in step with transitions** (:meth:`Policy.settle`,
+  :meth:`Policy.pending`, :meth:`Policy.sweep`): called in the transaction of every
+  transition that moves jobs (enqueue of held jobs, completion, failure, release,
+  recovery, cancel, replay), with the jobs as they stand after it;
 - **keep its own schema** (:meth:`Policy.migrations`): ``NNN_what.sql`` files that
   ``fairsched migrate`` applies with the engine's, recorded by policy and version;
 - **keep its own state** at enqueue, claim and completion (``on_enqueue``,
@@ -34,11 +39,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from importlib.resources.abc import Traversable
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import psycopg
 from psycopg import sql
+
+if TYPE_CHECKING:
+    from fairsched.engine.enqueue import JobSpec
 
 GROUP = "fairsched.policies"
 """The entry-point group policies are installed under."""
@@ -72,7 +81,16 @@ class TenantOrder:
     - ``charge`` (and ``charge_one``): the statement's tail after the ``candidate``
       CTE of ``(id, tenant)`` rows, beginning with ``),``: it moves the candidates it
       admits with ``{set_running}``, returns ``{returning}`` and keeps the policy's
-      state, in one statement.
+      state, in one statement;
+    - ``dry_lock`` and ``dry_deactivate``: after a claim came back short, the first
+      locks (``SKIP LOCKED``) and returns tenants the order would choose that have
+      nothing claimable (``{filters}``: the stack's filters over ``j``, which may read
+      ``q.params``); the second, given them as ``%(tenants)s``, takes them out of the
+      order. Both run in the stack's dry function, as the schema owner.
+
+    A tenant order learns of tenants that got pending jobs through
+    :meth:`Policy.pending`, and at enqueue in the insert's own statement (the engine's
+    ``jobs_enqueue`` function activates their ``fairsched.tenant_shares`` rows).
     """
 
     queue: str
@@ -83,6 +101,8 @@ class TenantOrder:
     quota_one: str
     charge: str
     charge_one: str
+    dry_lock: str
+    dry_deactivate: str
 
 
 @dataclass(frozen=True)
@@ -105,14 +125,32 @@ class Admission:
     admit: sql.Identifier
 
 
+@dataclass(frozen=True)
+class JobState:
+    """A job a transition moved, as it stands after the move."""
+
+    id: int
+    tenant: str
+    status: str
+    held: bool
+    """Inserted held back (a policy that :attr:`~Policy.holds` took it in)."""
+    aggregate_key: str | None
+    available_at: datetime
+
+
+Pending = tuple[str, datetime]
+"""A job that became pending: its tenant and when it is due."""
+
+
 @runtime_checkable
 class Policy(Protocol):
     """A fairness policy. Implementations are stateless; state lives in the database."""
 
     name: str
     """The name a queue's ``policies`` list uses."""
-    serial: bool
-    """Jobs of one ``(queue, tenant, aggregate_key)`` run one at a time in sequence order."""
+    holds: bool
+    """Jobs with an aggregate key are inserted ``waiting`` (held back) until the policy's
+    :meth:`settle` makes them ``pending``."""
 
     def migrations(self) -> Traversable | None:
         """A folder of ``NNN_what.sql`` files that create and upgrade the policy's state."""
@@ -134,6 +172,43 @@ class Policy(Protocol):
         """The per-tenant budget claims are admitted against, or ``None``."""
         ...
 
+    def hold(self, conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec]) -> None:
+        """Before a batch with held jobs is inserted, in the enqueuing transaction (a policy
+        that :attr:`holds` only): lock and check what they need; raise
+        :class:`~fairsched.errors.InvalidInput` to refuse the batch."""
+        ...
+
+    def settles(self, *, held: bool, tenant_order_settled: bool) -> bool:
+        """Whether jobs of a queue leaving ``running`` need :meth:`settle` (``held``: some
+        were held jobs; ``tenant_order_settled``: the transition's own statement settled
+        what the tenant order counted at claim, as a completion does)."""
+        ...
+
+    def settle(
+        self,
+        conn: psycopg.Connection,
+        queue: str,
+        jobs: Sequence[JobState],
+        *,
+        left_running: bool,
+        tenant_order_settled: bool,
+    ) -> Sequence[Pending]:
+        """Keep the policy's state in step after a transition moved ``jobs`` (held jobs
+        inserted, jobs that left ``running`` when ``left_running``, cancelled or replayed
+        ones), in its transaction; returns the jobs it made pending."""
+        ...
+
+    def pending(self, conn: psycopg.Connection, queue: str, jobs: Sequence[Pending]) -> None:
+        """Jobs became pending (retried, promoted, replayed), in the transition's
+        transaction. Enqueue calls it only with held jobs in the batch; otherwise a tenant
+        order's ``activate`` runs in the insert's own statement."""
+        ...
+
+    def sweep(self, conn: psycopg.Connection, *, batch: int) -> int:
+        """Periodic upkeep, run by the sweeper after each recovery pass (autocommit, at
+        most ``batch`` rows); returns how many rows it changed."""
+        ...
+
     def on_enqueue(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:
         """Called after jobs were inserted, in the enqueuing transaction."""
         ...
@@ -152,7 +227,7 @@ class BasePolicy:
     policy needs."""
 
     name: str = ""
-    serial: bool = False
+    holds: bool = False
 
     def migrations(self) -> Traversable | None:
         return None
@@ -168,6 +243,29 @@ class BasePolicy:
 
     def admission(self) -> Admission | None:
         return None
+
+    def hold(self, conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec]) -> None:
+        return None
+
+    def settles(self, *, held: bool, tenant_order_settled: bool) -> bool:
+        return False
+
+    def settle(
+        self,
+        conn: psycopg.Connection,
+        queue: str,
+        jobs: Sequence[JobState],
+        *,
+        left_running: bool,
+        tenant_order_settled: bool,
+    ) -> Sequence[Pending]:
+        return ()
+
+    def pending(self, conn: psycopg.Connection, queue: str, jobs: Sequence[Pending]) -> None:
+        return None
+
+    def sweep(self, conn: psycopg.Connection, *, batch: int) -> int:
+        return 0
 
     def on_enqueue(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:
         return None

@@ -13,11 +13,10 @@ from typing import Any
 import psycopg
 
 from fairsched import bounds
-from fairsched.db.bridge import SyncView
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
-from fairsched.policy.interface import GROUP, BasePolicy, Policy
+from fairsched.policy.interface import GROUP, Policy
 
 
 @lru_cache(maxsize=1)
@@ -80,8 +79,9 @@ class QueueStack:
         return any(p.tenant_order() is not None for p in self.policies)
 
     @property
-    def serial(self) -> bool:
-        return any(p.serial for p in self.policies)
+    def holds(self) -> bool:
+        """A policy of the stack holds jobs of an aggregate back."""
+        return any(p.holds for p in self.policies)
 
 
 STACK_TTL_SECONDS = 1.0
@@ -96,7 +96,7 @@ def queue_stack(conn: psycopg.Connection, queue: str) -> QueueStack:
     now = time.monotonic()
     cached = _stacks.get(key)
     if cached is not None and now - cached[0] < STACK_TTL_SECONDS:
-        return _hooks_checked(conn, cached[1])
+        return cached[1]
     with operation("queue_policy_get"):
         row = conn.execute(QUERIES["queue_policy_get"], {"name": queue}).fetchone()
     if row is None:
@@ -105,25 +105,6 @@ def queue_stack(conn: psycopg.Connection, queue: str) -> QueueStack:
     stack = QueueStack(name, tuple(names), aging, charge, cap, gap, poison, params, notify)
     resolve(stack.names)
     _stacks[key] = (now, stack)
-    return _hooks_checked(conn, stack)
-
-
-HOOKS = ("on_enqueue", "on_claim", "on_finish")
-"""The policy hooks, each given the sync connection of the transition."""
-
-
-def _hooks_checked(conn: psycopg.Connection, stack: QueueStack) -> QueueStack:
-    """``stack``, unless ``conn`` is an async connection (:mod:`fairsched.db.bridge`) and a
-    policy of the stack has a hook: hooks take a sync connection, so the async client
-    refuses their queues before it changes anything."""
-    if isinstance(conn, SyncView):
-        for name, policy in zip(stack.names, stack.policies, strict=True):
-            hooks = [h for h in HOOKS if getattr(type(policy), h) is not getattr(BasePolicy, h)]
-            if hooks:
-                raise InvalidInput(
-                    f"queue {stack.queue!r}: policy {name!r} has the hook {', '.join(hooks)}, which "
-                    "takes a sync connection: use fairsched.Client for this queue (docs/async.md)"
-                )
     return stack
 
 

@@ -19,7 +19,12 @@ chosen, with no quota to spread and no lock order to keep, and is charged first.
 
 from __future__ import annotations
 
-from fairsched.policy import BasePolicy, TenantOrder
+from collections.abc import Sequence
+
+import psycopg
+
+from fairsched.db.connection import operation
+from fairsched.policy import BasePolicy, JobState, Pending, TenantOrder
 
 # A tenant's running jobs: the claims its share row counted minus the releases that
 # finishers recorded (read from the claim's snapshot: late, never early, so caps hold).
@@ -162,6 +167,36 @@ def _render(template: str) -> str:
     return template
 
 
+# After a short claim: lock (skipping busy rows) the lowest-pass active tenants that have
+# nothing claimable (no pending job due that passes the stack's filters); then take them
+# out of the selection, remembering when their next job is due (a tenant whose due jobs
+# the filters pass over is woken again then, and looked at again).
+_DRY_LOCK = """WITH q AS (SELECT qs.policy_params AS params FROM fairsched.queues AS qs \
+WHERE qs.name = %(queue)s)
+SELECT t.tenant
+  FROM fairsched.tenant_shares t
+ WHERE (t.queue_name, t.tenant) IN (
+        SELECT s.queue_name, s.tenant FROM fairsched.tenant_shares s
+         WHERE s.queue_name = %(queue)s AND s.active
+         ORDER BY s.pass, s.claimed_total, s.tenant LIMIT %(limit)s)
+   AND NOT EXISTS (SELECT 1 FROM fairsched.jobs j
+                    WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
+                      AND j.status = 'pending' AND j.available_at <= now(){filters})
+   FOR UPDATE OF t SKIP LOCKED"""
+
+_DRY_DEACTIVATE = """WITH q AS (SELECT qs.policy_params AS params FROM fairsched.queues AS qs \
+WHERE qs.name = %(queue)s)
+UPDATE fairsched.tenant_shares AS t
+   SET active = false,
+       ready_at = coalesce((SELECT min(j.available_at) FROM fairsched.jobs j
+                             WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
+                               AND j.status = 'pending'), 'infinity'),
+       updated_at = now()
+ WHERE t.queue_name = %(queue)s AND t.tenant = ANY(%(tenants)s::text[])
+   AND NOT EXISTS (SELECT 1 FROM fairsched.jobs j
+                    WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
+                      AND j.status = 'pending' AND j.available_at <= now(){filters})"""
+
 TENANT_ORDER = TenantOrder(
     queue=_render(_QUEUE.replace("{capped}", _CAPPED)),
     queue_one=_render(_QUEUE.replace("{capped}", "")),
@@ -171,7 +206,22 @@ TENANT_ORDER = TenantOrder(
     quota_one=_QUOTA_ONE,
     charge=_render(_CHARGE_EITHER_END),
     charge_one=_render(_CHARGE_ONE),
+    dry_lock=_DRY_LOCK,
+    dry_deactivate=_DRY_DEACTIVATE,
 )
+
+# Tenants that got pending jobs (due at dues) join the selection; their share rows stay
+# KEY SHARE locked until the transaction commits, so a concurrent deactivation skips them.
+_ACTIVATE = "SELECT fairsched.tenant_shares_activate(%(queue)s, %(tenants)s::text[], %(dues)s::timestamptz[])"
+
+# Jobs that left running (not succeeded: a completion settles its own): release the
+# running slots their claims counted and correct runtime charges, once per claim
+# (fairsched.tenant_shares_settle, 008_roles.sql).
+_SETTLE = "SELECT fairsched.tenant_shares_settle(%(ids)s::bigint[])"
+
+# Inactive tenants whose delayed work came due rejoin at the lowest active pass
+# (fairsched.tenant_shares_wake, 008_roles.sql).
+_WAKE = "SELECT queue_name, tenant, active FROM fairsched.tenant_shares_wake(%(batch)s)"
 
 
 class Weighted(BasePolicy):
@@ -181,3 +231,36 @@ class Weighted(BasePolicy):
 
     def tenant_order(self) -> TenantOrder:
         return TENANT_ORDER
+
+    def settles(self, *, held: bool, tenant_order_settled: bool) -> bool:
+        return not tenant_order_settled
+
+    def settle(
+        self,
+        conn: psycopg.Connection,
+        queue: str,
+        jobs: Sequence[JobState],
+        *,
+        left_running: bool,
+        tenant_order_settled: bool,
+    ) -> Sequence[Pending]:
+        """Free the running slots of jobs that left running, charge their run time."""
+        if left_running and not tenant_order_settled and jobs:
+            with operation("tenant_shares_finish"):
+                conn.execute(_SETTLE, {"ids": [job.id for job in jobs]})
+        return ()
+
+    def pending(self, conn: psycopg.Connection, queue: str, jobs: Sequence[Pending]) -> None:
+        """Tenants that got pending jobs join the selection (inside the transaction that
+        makes them pending)."""
+        if jobs:
+            with operation("tenant_shares_activate"):
+                conn.execute(
+                    _ACTIVATE,
+                    {"queue": queue, "tenants": [j[0] for j in jobs], "dues": [j[1] for j in jobs]},
+                )
+
+    def sweep(self, conn: psycopg.Connection, *, batch: int) -> int:
+        """Bring inactive tenants whose delayed jobs came due back into the selection."""
+        with operation("tenant_shares_wake"):
+            return len(conn.execute(_WAKE, {"batch": batch}).fetchall())

@@ -55,8 +55,9 @@ SELECT name, lease_seconds, max_runtime_seconds, max_attempts, unknown_max_attem
 
 -- name: jobs_enqueue
 -- Insert jobs for one queue (arrays, one element per job); returns one id per input,
--- in input order, NULL where the idempotency key exists (looked up after). On a serial
--- queue, jobs of an aggregate start as 'waiting' (promoted after). Refused for a tenant
+-- in input order, NULL where the idempotency key exists (looked up after). With held
+-- (a policy of the stack holds jobs back), jobs of an aggregate start as 'waiting'
+-- (settled after); with activate, the tenant order learns of the tenants. Refused for a tenant
 -- outside the producer's grants (fairsched.jobs_enqueue, 008_roles.sql). Every job of the
 -- batch stores the batch's trace context (NULL outside a trace).
 SELECT id, activated, notified, inserted_status
@@ -64,7 +65,7 @@ SELECT id, activated, notified, inserted_status
                               %(priorities)s::int[], %(aggregate_keys)s::text[],
                               %(aggregate_seqs)s::bigint[], %(run_ats)s::timestamptz[],
                               %(max_attempts)s::int[], %(idempotency_keys)s::text[],
-                              %(serial)s::bool, %(activate)s::bool, %(trace_context)s::jsonb)
+                              %(held)s::bool, %(activate)s::bool, %(trace_context)s::jsonb)
 
 -- name: jobs_find_by_idempotency_key
 -- The ids of existing jobs for (tenant, idempotency key) pairs of one queue.
