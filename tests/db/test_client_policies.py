@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+import psycopg
 import pytest
 
 from fairsched import Client, PermanentError, QueueSettings
@@ -40,3 +43,24 @@ def test_blocked_aggregate_is_listed_and_unblocked(client: Client) -> None:
     assert again.id == first
     with pytest.raises(JobNotFound):
         client.aggregate_skip("s", "t", "order-1")
+
+
+def test_a_tenant_whose_delayed_job_came_due_rejoins_the_selection_at_the_sweep(
+    client: Client, db: psycopg.Connection
+) -> None:
+    """A weighted claim that finds a tenant with nothing due takes it out of the selection;
+    the sweeper's pass (the policy's ``sweep``) brings it back once its job is due, and
+    nothing else does."""
+    client.declare_queue("w", QueueSettings(policies=["weighted"]))
+    due = db.execute("SELECT now() + interval '1 second'").fetchone()[0]  # type: ignore[index]
+    job_id = client.enqueue("w", {}, tenant="a", run_at=due)
+    assert client.claim("w", owner="x") == []
+    active = "SELECT active FROM fairsched.tenant_shares WHERE queue_name = 'w' AND tenant = 'a'"
+    assert db.execute(active).fetchone() == (False,)
+    while db.execute("SELECT now() <= %s", (due,)).fetchone() == (True,):
+        time.sleep(0.1)
+    assert client.claim("w", owner="x") == []  # due, but out of the selection
+    client.recover()
+    assert db.execute(active).fetchone() == (True,)
+    [lease] = client.claim("w", owner="x")
+    assert lease.id == job_id
