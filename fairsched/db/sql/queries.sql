@@ -207,10 +207,6 @@ SELECT * FROM fairsched.dead_replay(%(id)s::bigint, %(by)s::text)
 -- (fairsched.dead_discard, 011_operator_functions.sql)
 SELECT * FROM fairsched.dead_discard(%(id)s::bigint, %(by)s::text)
 
--- name: stale_completions_count
--- How many completions were rejected because their lease no longer held.
-SELECT count(*) FROM fairsched.job_events WHERE kind = 'stale_completion_rejected'
-
 -- name: stack_function_exists
 -- Whether a stack function (fairsched/engine/stackfunctions.py) is installed.
 SELECT to_regproc('fairsched.' || %(name)s) IS NOT NULL
