@@ -14,8 +14,9 @@ default is written only where the database holds something else. Applying delete
 nothing unless asked to prune (:func:`prune_plan`): queues and tenant settings absent
 from the file stay; ``diff`` shows them.
 
-A change of a queue's ``aging_interval_seconds``, however made, re-keys the jobs it
-already holds once the change commits (:mod:`fairsched.engine.rekey`).
+A change of a queue's ``aging_interval_seconds``, however made, is handed to every
+installed policy once it commits (``reconfigured``): the aging policy re-keys the jobs
+the queue already holds.
 """
 
 from __future__ import annotations
@@ -34,10 +35,9 @@ from fairsched.config.rates import rates_apply, rates_declare, with_rates
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
-from fairsched.engine.rekey import aging_rekey
 from fairsched.engine.stackfunctions import stack_functions_install
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
-from fairsched.policy.registry import forget_stacks, queue_stack, resolve, tenant_share_set
+from fairsched.policy.registry import forget_stacks, queue_stack, registry, resolve, tenant_share_set
 from fairsched.settings import QueueSettings, Settings, TenantSettings, describe_validation_error
 
 STORED_FIELDS = (
@@ -189,9 +189,12 @@ def _aging_changed(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]
 
 
 def rekey_after(conn: psycopg.Connection, queues: Iterable[str]) -> dict[str, int]:
-    """Re-key the queued jobs of ``queues`` (their aging interval changed), batch by
-    batch; returns the jobs re-keyed per queue. ``conn`` must not be in a transaction."""
-    return {queue: aging_rekey(conn, queue).rekeyed for queue in queues}
+    """Hand the change of ``queues``' aging interval to every installed policy (the aging
+    policy re-keys their jobs); returns the jobs changed per queue. ``conn`` must not be
+    in a transaction."""
+    changed = frozenset({"aging_interval_seconds"})
+    policies = registry().values()
+    return {queue: sum(p.reconfigured(conn, queue, changed) for p in policies) for queue in queues}
 
 
 def queue_declare(conn: psycopg.Connection, name: str, given: QueueSettings) -> QueueSettings:

@@ -19,7 +19,8 @@ extension points (each ``None`` when the policy does not use it):
 - **keep state in step with transitions** (:meth:`Policy.settle`,
   :meth:`Policy.pending`, :meth:`Policy.sweep`): called in the transaction of every
   transition that moves jobs (enqueue of held jobs, completion, failure, release,
-  recovery, cancel, replay), with the jobs as they stand after it;
+  recovery, cancel, replay), with the jobs as they stand after it; and with a queue's
+  settings (:meth:`Policy.reconfigured`);
 - **keep its own schema** (:meth:`Policy.migrations`): ``NNN_what.sql`` files that
   ``fairsched migrate`` applies with the engine's, recorded by policy and version;
 - **keep its own state** at enqueue, claim and completion (``on_enqueue``,
@@ -209,6 +210,12 @@ class Policy(Protocol):
         most ``batch`` rows); returns how many rows it changed."""
         ...
 
+    def reconfigured(self, conn: psycopg.Connection, queue: str, changed: frozenset[str]) -> int:
+        """A queue's stored settings ``changed`` (their names), committed: bring what the
+        policy keeps per job in line with them, in short transactions of its own (``conn``
+        is not in one). Called on every installed policy; returns the jobs it changed."""
+        ...
+
     def on_enqueue(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:
         """Called after jobs were inserted, in the enqueuing transaction."""
         ...
@@ -265,6 +272,9 @@ class BasePolicy:
         return None
 
     def sweep(self, conn: psycopg.Connection, *, batch: int) -> int:
+        return 0
+
+    def reconfigured(self, conn: psycopg.Connection, queue: str, changed: frozenset[str]) -> int:
         return 0
 
     def on_enqueue(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:

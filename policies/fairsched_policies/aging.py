@@ -6,13 +6,49 @@ follows: a job A of priority p enqueued at t_A is overtaken by a job B of
 priority q > p enqueued at t_B only when key_B < key_A, that is when
 t_B - t_A < (q - p) * aging_interval. So B never overtakes A when it was
 enqueued more than ``(q - p) * aging_interval`` after A.
+
+Enqueue keys each job by the queue's ``aging_interval_seconds`` of the time
+(``jobs_enqueue``), so the jobs already queued keep the interval they were enqueued
+under until they are re-keyed: when a queue's interval changes, :meth:`Aging.reconfigured`
+gives every job of the queue that may still be claimed (pending, waiting behind its
+aggregate, running (it may be retried) and dead (it may be replayed)) the key enqueue
+would give it now, from its ``created_at`` (the enqueue transaction's time) and the
+interval stored now (:func:`aging_rekey`).
+
+The re-key walks each status along an index in bounded batches, one short transaction
+per batch (:data:`BATCH` rows at most), never one statement over the backlog. Claims
+skip the rows a batch holds (``SKIP LOCKED``) for the few milliseconds it takes; a batch
+waits for a row a claim or a completion holds. Re-keying is idempotent: a job that
+already carries its key is not written, so running it again finishes an interrupted
+run. Keys that go down lower the claim heads through the jobs' update trigger. What the
+aging bound is while it runs: ``docs/policies.md`` (aging).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.resources import files
+from typing import Any, LiteralString
 
+import psycopg
+from psycopg import errors
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
+
+from fairsched.db.connection import operation
+from fairsched.db.sql import load
 from fairsched.policy import BasePolicy, OrderTerm
+
+STATEMENTS = load([files(__package__) / "aging.sql"])
+"""The re-key's statements."""
+
+INTERVAL = "aging_interval_seconds"
+"""The queue setting the keys follow."""
 
 
 class Aging(BasePolicy):
@@ -22,3 +58,114 @@ class Aging(BasePolicy):
 
     def job_order(self) -> Sequence[OrderTerm]:
         return (OrderTerm("aging_key"), OrderTerm("id"))
+
+    def reconfigured(self, conn: psycopg.Connection, queue: str, changed: frozenset[str]) -> int:
+        """Re-key the queue's jobs when its interval changed."""
+        return aging_rekey(conn, queue).rekeyed if INTERVAL in changed else 0
+
+
+log = logging.getLogger(__name__)
+
+BATCH = 1000
+"""Jobs read (and at most re-keyed) per transaction."""
+
+LOCK_TIMEOUT = "2s"
+"""How long a batch waits for a row another transaction holds before it starts over."""
+
+RETRIES = 5
+"""Attempts per batch that met a lock timeout or a deadlock."""
+
+
+@dataclass(frozen=True)
+class Rekeyed:
+    """What one re-key did: jobs whose key changed, and transactions (batches) it took."""
+
+    rekeyed: int = 0
+    batches: int = 0
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """One status's walk: its batch query, where it starts, and the next cursor from a row."""
+
+    status: str
+    query: LiteralString
+    start: Mapping[str, Any]
+    cursor: Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+_WALKS = (
+    # Waiting and dead first: a waiting job becomes pending when its aggregate moves on,
+    # a dead one when replayed; pending next; running last, since claims move pending
+    # jobs there while the walk goes (a running job that goes back to pending after the
+    # running walk passed it keeps its key: run the re-key again to finish it).
+    _Walk(
+        "waiting",
+        "aging_rekey_waiting",
+        {"after_tenant": "", "after_aggregate": "", "after_seq": -(2**63)},
+        lambda r: {k: r[k] for k in ("after_tenant", "after_aggregate", "after_seq")},
+    ),
+    _Walk(
+        "dead",
+        "aging_rekey_dead",
+        {"after_finished": datetime.min.replace(tzinfo=UTC), "after_id": 0},
+        lambda r: {"after_finished": r["after_finished"], "after_id": r["id"]},
+    ),
+    _Walk(
+        "pending",
+        "aging_rekey_pending",
+        {"after_key": -math.inf, "after_id": 0},
+        lambda r: {"after_key": r["after_key"], "after_id": r["id"]},
+    ),
+    _Walk("running", "aging_rekey_running", {"after_id": 0}, lambda r: {"after_id": r["id"]}),
+)
+
+
+def aging_rekey(conn: psycopg.Connection, queue: str, *, batch: int = BATCH) -> Rekeyed:
+    """Give every claimable job of ``queue`` the aging key of the queue's interval now.
+
+    ``conn`` must not be in a transaction: each batch commits on its own.
+    """
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise RuntimeError("aging_rekey commits batch by batch: call it outside a transaction")
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    rekeyed = batches = 0
+    for walk in _WALKS:
+        cursor: dict[str, Any] = dict(walk.start)
+        while True:
+            read, moved, last = _batch(conn, queue, walk, cursor, batch)
+            batches += 1
+            rekeyed += moved
+            if last is None or read < batch:
+                break
+            cursor = walk.cursor(last)
+    if rekeyed:
+        log.info("queue %s: re-keyed %d jobs for its aging interval in %d batches", queue, rekeyed, batches)
+    return Rekeyed(rekeyed, batches)
+
+
+def _batch(
+    conn: psycopg.Connection, queue: str, walk: _Walk, cursor: Mapping[str, Any], batch: int
+) -> tuple[int, int, dict[str, Any] | None]:
+    """One transaction: read the next batch past ``cursor`` and re-key it; returns the
+    rows read, the rows re-keyed and the last row read."""
+    with operation("aging_rekey"):
+        for attempt in range(1, RETRIES + 1):
+            try:
+                with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+                    cur.execute("SELECT set_config('lock_timeout', %s, true)", (LOCK_TIMEOUT,))
+                    params = {"queue": queue, "batch": batch, **cursor}
+                    rows = cur.execute(STATEMENTS[walk.query], params).fetchall()
+                    if not rows:
+                        return 0, 0, None
+                    cur.execute(
+                        STATEMENTS["aging_rekey_update"],
+                        {"queue": queue, "status": walk.status, "ids": [r["id"] for r in rows]},
+                    )
+                    return len(rows), cur.rowcount, rows[-1]
+            except (errors.LockNotAvailable, errors.DeadlockDetected):
+                if attempt == RETRIES:
+                    raise
+                time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")

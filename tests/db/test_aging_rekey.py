@@ -10,10 +10,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from cli_support import cli
+from fairsched_policies.aging import aging_rekey
 from policies_support import declare
 
 from fairsched import Client, JobSpec
-from fairsched.engine.rekey import aging_rekey
 
 OLD, NEW = 1000.0, 0.001
 """Under OLD one priority level is worth 1000 s of waiting (priority decides); under

@@ -7,15 +7,19 @@ comment. Queries take psycopg named parameters. Names are unique across files.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import LiteralString, cast
 
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
-def _load() -> dict[str, LiteralString]:
+def load(files: Iterable[Traversable]) -> dict[str, LiteralString]:
+    """The named statements of ``.sql`` files (``-- name: <name>`` headers, names unique
+    across them): this folder's, or a policy's own."""
     queries: dict[str, LiteralString] = {}
-    for file in sorted(resources.files(__package__).iterdir(), key=lambda f: f.name):
+    for file in sorted(files, key=lambda f: f.name):
         if not file.name.endswith(".sql"):
             continue
         parts = _HEADER.split(file.read_text("utf-8"))[1:]
@@ -26,4 +30,4 @@ def _load() -> dict[str, LiteralString]:
     return queries
 
 
-QUERIES = _load()
+QUERIES = load(resources.files(__package__).iterdir())
