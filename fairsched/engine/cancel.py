@@ -1,7 +1,8 @@
 """Cancellation: withdraw a job that has not run, or ask a running one to stop.
 
-A pending or waiting job becomes ``cancelled`` at once; its serial aggregate moves past
-it (in gap mode ``strict`` a cancelled number counts as passed). A running job gets a
+A pending or waiting job becomes ``cancelled`` at once; a cancelled head goes to its
+queue's policies to settle (an aggregate held in order moves past it; in gap mode
+``strict`` a cancelled waiting number counts as passed). A running job gets a
 request: its worker sees it at the next heartbeat or progress call, the handler stops,
 and the fenced failure path ends the attempt ``cancelled``. Any way a requested job
 leaves ``running`` other than succeeding (failure, release, lease expiry) ends it

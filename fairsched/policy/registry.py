@@ -57,15 +57,10 @@ def resolve(names: Sequence[str]) -> tuple[Policy, ...]:
 
 @dataclass(frozen=True)
 class QueueStack:
-    """A queue's policy stack as stored in the database, with the parameters it uses."""
+    """A queue's policy stack as stored in the database, with its ``policy_params``."""
 
     queue: str
     names: tuple[str, ...]
-    aging_interval_seconds: float
-    charge: str
-    tenant_cap: int | None
-    serial_gap: str
-    serial_poison: str
     params: Mapping[str, Any]
     notify: bool
 
@@ -101,8 +96,8 @@ def queue_stack(conn: psycopg.Connection, queue: str) -> QueueStack:
         row = conn.execute(QUERIES["queue_policy_get"], {"name": queue}).fetchone()
     if row is None:
         raise UnknownQueue(queue)
-    name, names, aging, charge, cap, gap, poison, params, notify = row
-    stack = QueueStack(name, tuple(names), aging, charge, cap, gap, poison, params, notify)
+    name, names, params, notify = row
+    stack = QueueStack(name, tuple(names), params, notify)
     resolve(stack.names)
     _stacks[key] = (now, stack)
     return stack

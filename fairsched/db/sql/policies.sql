@@ -1,7 +1,6 @@
 -- name: queue_policy_get
 -- One queue's policy stack and parameters.
-SELECT name, policies, aging_interval_seconds, charge, tenant_cap, serial_gap, serial_poison,
-       policy_params, notify
+SELECT name, policies, policy_params, notify
   FROM fairsched.queues
  WHERE name = %(name)s
 

@@ -96,7 +96,7 @@ SELECT lease_expires_at
   FROM fairsched.lease_renew(%(id)s, %(owner)s, %(token)s, %(progress)s::jsonb, %(lease_seconds)s::float8)
 
 -- name: leases_complete
--- Mark held leases succeeded (arrays of id and token), settle the shares weighted claims
+-- Mark held leases succeeded (arrays of id and token), settle what tenant-first claims
 -- counted, audit every lease that no longer held; returns the ids that completed
 -- (fairsched.leases_complete, 008_roles.sql). The arrays travel in binary.
 SELECT id FROM fairsched.leases_complete(%(owner)s, %(ids)b::bigint[], %(tokens)b::bigint[])
