@@ -3,10 +3,12 @@
 Every claim leaves a dead entry at the head of the index it scanned (the row left
 ``status = 'pending'``), and until VACUUM removes them each later claim walks them
 again. ``fairsched.claim_heads`` holds, per queue, a key at or below every pending
-job's key in each built-in job order, and ``fairsched.pass_floors`` a pass at or below
-every active tenant's; claims start their scans there. Transitions lower them through
-triggers in their own transactions; only :func:`heads_refresh` raises them, under a
-lock those transactions also take, on a snapshot taken after it. See
+job's key in a job order: the engine keeps the head of the default order
+(:data:`DEFAULT_HEAD`), a policy the head of its own order
+(:meth:`~fairsched.policy.Policy.claim_head`) and a tenant order its floor (a pass at
+or below every active tenant's); claims start their scans there. Transitions lower them
+through triggers in their own transactions; only :func:`heads_refresh` raises them,
+under a lock those transactions also take, on a snapshot taken after it. See
 ``docs/claim-design.md``.
 
 Claims run on generic plans, which read their job order from an index only while the
@@ -20,35 +22,59 @@ import psycopg
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
+from fairsched.policy import ClaimHead, OrderTerm
+from fairsched.policy.registry import registry
 
 STATISTICS_MIN_PENDING = 1000
 """A backlog the jobs table's statistics must know of: below it, a claim that sorts the
 queue's pending jobs sorts few."""
 
-_REFRESHES = ("claim_heads_refresh", "pass_floors_refresh")
-"""The refresh statements of a queue's job heads, then of its pass floor."""
+DEFAULT_ORDER: tuple[OrderTerm, ...] = (
+    OrderTerm("priority", descending=True),
+    OrderTerm("available_at"),
+    OrderTerm("id"),
+)
+"""The job order of a stack none of whose policies gives one: highest priority first,
+then the earliest due, then the lowest id."""
+
+DEFAULT_HEAD = ClaimHead(
+    columns=(
+        ("order_rank", "-2147483647"),
+        ("order_available_at", "'-infinity'"),
+        ("order_id", "0"),
+    ),
+    behind=QUERIES["claim_heads_behind"],
+    refresh=QUERIES["claim_heads_refresh"],
+)
+"""The head of :data:`DEFAULT_ORDER` (``013_default_claim_head.sql``)."""
+
+
+def heads() -> list[ClaimHead]:
+    """Every head kept: the default order's, then each installed policy's and tenant
+    order's floor, in the registry's order."""
+    kept = [DEFAULT_HEAD]
+    for policy in registry().values():
+        order = policy.tenant_order()
+        kept += [h for h in (policy.claim_head(), order.floor if order else None) if h is not None]
+    return kept
 
 
 def heads_refresh(conn: psycopg.Connection) -> int:
-    """Raise the claim heads and pass floors that sit below their queue's lowest live key.
+    """Raise the claim heads and floors that sit below their queue's lowest live key.
 
-    A read-only look finds the queues behind; each of their refreshes is its own short
-    transaction (a function of 008_roles.sql): lock the row (skipped while a transaction
-    that makes jobs pending or activates a tenant holds it), then read from the current
-    head on. Returns how many rows were refreshed. ``conn`` must be in autocommit mode.
+    For each head a read-only look finds the queues behind; each of their refreshes is
+    its own short transaction (a function of the head's owner): lock the row (skipped
+    while a transaction that makes jobs pending or activates a tenant holds it), then read
+    from the current head on. Returns how many heads were raised (a queue's heads of two
+    job orders count two). ``conn`` must be in autocommit mode.
     """
-    with operation("claim_heads_behind"):
-        behind = conn.execute(QUERIES["claim_heads_behind"]).fetchall()
     refreshed = 0
-    for queue, heads_behind, floor_behind in behind:
-        due = [
-            step
-            for step, behind_now in zip(_REFRESHES, (heads_behind, floor_behind), strict=True)
-            if behind_now
-        ]
-        for refresh in due:
-            with operation(refresh):
-                row = conn.execute(QUERIES[refresh], {"queue": queue}).fetchone()
+    for head in heads():
+        with operation("claim_heads_behind"):
+            behind = [row[0] for row in conn.execute(head.behind).fetchall()]
+        for queue in behind:
+            with operation("claim_heads_refresh"):
+                row = conn.execute(head.refresh, {"queue": queue}).fetchone()
             refreshed += bool(row and row[0])
     return refreshed
 

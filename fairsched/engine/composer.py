@@ -18,9 +18,9 @@ Filters join every scan's ``WHERE``. An admission passes over tenants out of bud
 (and bounds a chosen tenant's room) and, after the scan, keeps per tenant the
 candidates its ``admit`` function admits.
 
-Scans start at the queue's claim heads (``fairsched.claim_heads``: a key at or below
-every pending job's, for the job orders that have one), past the dead index entries
-earlier claims left. See ``docs/claim-design.md``.
+Scans start at the queue's claim head of the stack's job order (``fairsched.claim_heads``:
+a key at or below every pending job's; :mod:`fairsched.engine.claimheads`), past the dead
+index entries earlier claims left, when the order has one. See ``docs/claim-design.md``.
 """
 
 from __future__ import annotations
@@ -30,32 +30,16 @@ from functools import lru_cache
 
 from psycopg import sql
 
-from fairsched.policy import OrderTerm, Policy
+from fairsched.engine.claimheads import DEFAULT_HEAD, DEFAULT_ORDER
+from fairsched.policy import ClaimHead, OrderTerm, Policy
 from fairsched.policy.registry import resolve
-
-FIFO_ORDER: tuple[OrderTerm, ...] = (
-    OrderTerm("priority", descending=True),
-    OrderTerm("available_at"),
-    OrderTerm("id"),
-)
-
-AGING_ORDER: tuple[OrderTerm, ...] = (OrderTerm("aging_key"), OrderTerm("id"))
-
-HEADS: dict[tuple[OrderTerm, ...], tuple[str, ...]] = {
-    FIFO_ORDER: ("fifo_rank", "fifo_available_at", "fifo_id"),
-    AGING_ORDER: ("aging_key", "aging_id"),
-}
-"""The job orders that have a claim head (``fairsched.claim_heads``), and its columns.
-A claim in one of them starts its index scan at the head; any other order scans from
-the start of its index."""
 
 NEGATED = frozenset({"priority", "aging_key", "id"})
 """Numeric columns whose descending term renders as its ascending negation, so that
 an order is one ascending index key a row comparison can position."""
 
 _JOB_FIRST = """WITH q AS (
-    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params,
-           {heads}
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params{heads}
       FROM fairsched.queues AS qs
       LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
      WHERE qs.name = %(queue)s
@@ -80,8 +64,7 @@ SELECT m.*
  ORDER BY c.n"""
 
 _TENANT_FIRST = """WITH q AS (
-    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params,{queue}
-           {heads}
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params{queue}{heads}
       FROM fairsched.queues AS qs
       LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name{joins}
      WHERE qs.name = %(queue)s
@@ -137,13 +120,6 @@ _SET_RUNNING = """status = 'running',
        lease_expires_at = now() + make_interval(
            secs => least(coalesce(%(lease_seconds)s::float8, q.lease_seconds), q.max_runtime_seconds))"""
 
-# Heads not yet written (a queue declared before them) bound nothing.
-_HEAD_COLUMNS = """coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
-           coalesce(h.fifo_available_at, '-infinity') AS fifo_available_at,
-           coalesce(h.fifo_id, 0) AS fifo_id,
-           coalesce(h.aging_key, '-Infinity') AS aging_key,
-           coalesce(h.aging_id, 0) AS aging_id"""
-
 _RETURNING = """j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_owner AS owner,
           j.lease_expires_at AS expires_at, j.tenant, j.payload, j.attempt_count AS attempt,
           j.max_attempts,
@@ -152,14 +128,18 @@ _RETURNING = """j.id, j.queue_name AS queue, j.lease_token AS token, j.lease_own
           coalesce(%(lease_seconds)s::float8, q.lease_seconds) AS lease_seconds, j.trace_context"""
 
 
-def stack_order(stack: Sequence[Policy]) -> tuple[OrderTerm, ...]:
-    """The job order of a stack: the last policy's that gives one, else fifo's."""
-    order: tuple[OrderTerm, ...] = FIFO_ORDER
+def stack_order(stack: Sequence[Policy]) -> tuple[tuple[OrderTerm, ...], ClaimHead | None]:
+    """The job order of a stack and its claim head: the last policy's that gives an order
+    (with the policy's head; the default order's head when its order is the default),
+    else the default order."""
+    order: tuple[OrderTerm, ...] = DEFAULT_ORDER
+    head: ClaimHead | None = DEFAULT_HEAD
     for policy in stack:
         terms = policy.job_order()
         if terms:
             order = tuple(terms)
-    return order
+            head = policy.claim_head() or (DEFAULT_HEAD if order == DEFAULT_ORDER else None)
+    return order, head
 
 
 @lru_cache(maxsize=128)
@@ -180,7 +160,7 @@ def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -
     one shape, whatever ``single`` says.
     """
     stack = resolve(names)
-    terms = stack_order(stack)
+    terms, head = stack_order(stack)
     order = sql.SQL(", ").join(_order_term(term) for term in terms)
     admission = next((a for a in (p.admission() for p in stack) if a is not None), None)
     tenant_order = next((t for t in (p.tenant_order() for p in stack) if t is not None), None)
@@ -188,8 +168,8 @@ def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -
     parts: dict[str, sql.Composable] = {
         "filters": rendered_filters,
         "order": order,
-        "heads": sql.SQL(_HEAD_COLUMNS),
-        "head": _head_bound(terms, order),
+        "heads": _head_columns(head),
+        "head": _head_bound(head, order),
         "set_running": sql.SQL(_SET_RUNNING),
         "returning": sql.SQL(_RETURNING),
         "scanned": sql.SQL("scanned" if admission else "candidate"),
@@ -233,11 +213,22 @@ def _order_term(term: OrderTerm) -> sql.Composable:
     return sql.SQL("{} DESC").format(column)
 
 
-def _head_bound(terms: tuple[OrderTerm, ...], order: sql.Composable) -> sql.Composable:
+def _head_columns(head: ClaimHead | None) -> sql.Composable:
+    """The head's columns in the ``q`` CTE (unset: a value below every key)."""
+    if head is None:
+        return sql.SQL("")
+    return sql.SQL("").join(
+        sql.SQL(",\n           coalesce({}, {}) AS {}").format(
+            sql.Identifier("h", column), sql.SQL(unset), sql.Identifier(column)
+        )
+        for column, unset in head.columns
+    )
+
+
+def _head_bound(head: ClaimHead | None, order: sql.Composable) -> sql.Composable:
     """``AND (order) >= (head)`` for an order with a claim head, else nothing."""
-    columns = HEADS.get(terms)
-    if columns is None:
+    if head is None:
         return sql.SQL("")
     return sql.SQL("\n       AND ({}) >= (SELECT {} FROM q)").format(
-        order, sql.SQL(", ").join(sql.Identifier("q", column) for column in columns)
+        order, sql.SQL(", ").join(sql.Identifier("q", column) for column, _ in head.columns)
     )

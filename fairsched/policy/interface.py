@@ -65,10 +65,34 @@ class OrderTerm:
 
 
 @dataclass(frozen=True)
+class ClaimHead:
+    """Where claims in a job order start their index scan, past the dead index entries
+    earlier claims left: a key at or below every pending job's key in that order, kept in
+    ``fairsched.claim_heads`` (see ``docs/claim-design.md``). The policy's migrations add
+    its columns and a trigger that lowers them whenever jobs become pending.
+
+    - ``columns``: the head's columns of ``fairsched.claim_heads`` (one per order term),
+      each with the SQL value it holds when unset (below every key: it bounds nothing);
+    - ``behind``: a statement returning the queues (``queue_name``) whose head sits below
+      their lowest pending key (read-only: what a refresh would raise);
+    - ``refresh``: a statement raising one queue's head (``%(queue)s``) to its lowest
+      pending key, returning one boolean row (false: skipped, a transaction that makes
+      jobs pending holds it).
+
+    A tenant order's floor (:attr:`TenantOrder.floor`) is kept the same way, without
+    columns: the tenant order reads it itself.
+    """
+
+    columns: tuple[tuple[str, str], ...]
+    behind: str
+    refresh: str
+
+
+@dataclass(frozen=True)
 class TenantOrder:
     """The tenant half of a tenant-first claim, as SQL templates the composer fills in.
 
-    - ``queue`` (and ``queue_one``, for a claim of one job): columns, each followed by
+    - ``queue`` (and ``queue_one``, for a claim of one job): columns, each preceded by
       a comma, that the ``q`` CTE adds from the queue row ``qs``; ``joins``: what it
       joins to ``qs`` to read them;
     - ``tenants``: the body of the ``tenants`` CTE, at most ``%(limit)s`` rows with
@@ -89,6 +113,8 @@ class TenantOrder:
       ``q.params``); the second, given them as ``%(tenants)s``, takes them out of the
       order. Both run in the stack's dry function, as the schema owner.
 
+    ``floor``: where the tenant scan starts, kept like a claim head (``None``: none).
+
     A tenant order learns of tenants that got pending jobs through
     :meth:`Policy.pending`, and at enqueue in the insert's own statement (the engine's
     ``jobs_enqueue`` function activates their ``fairsched.tenant_shares`` rows).
@@ -104,6 +130,7 @@ class TenantOrder:
     charge_one: str
     dry_lock: str
     dry_deactivate: str
+    floor: ClaimHead | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +190,11 @@ class Policy(Protocol):
 
     def job_order(self) -> Sequence[OrderTerm] | None:
         """The order of claimable jobs, or ``None`` to keep the stack's order."""
+        ...
+
+    def claim_head(self) -> ClaimHead | None:
+        """The claim head of the policy's :meth:`job_order`, or ``None`` (scans of its order
+        then start at the low end of the index; the default order has the engine's head)."""
         ...
 
     def claim_filter(self) -> sql.Composable | None:
@@ -243,6 +275,9 @@ class BasePolicy:
         return None
 
     def job_order(self) -> Sequence[OrderTerm] | None:
+        return None
+
+    def claim_head(self) -> ClaimHead | None:
         return None
 
     def claim_filter(self) -> sql.Composable | None:

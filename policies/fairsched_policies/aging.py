@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import Any, LiteralString
 
 import psycopg
@@ -42,10 +43,18 @@ from psycopg.rows import dict_row
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import load
-from fairsched.policy import BasePolicy, OrderTerm
+from fairsched.policy import BasePolicy, ClaimHead, OrderTerm
 
 STATEMENTS = load([files(__package__) / "aging.sql"])
-"""The re-key's statements."""
+"""The re-key's statements and the claim head's."""
+
+HEAD = ClaimHead(
+    columns=(("aging_key", "'-Infinity'"), ("aging_id", "0")),
+    behind=STATEMENTS["aging_head_behind"],
+    refresh=STATEMENTS["aging_head_refresh"],
+)
+"""The head of the aging order: its columns of ``fairsched.claim_heads``, lowered by this
+policy's trigger and raised by its refresh (``migrations/aging``)."""
 
 INTERVAL = "aging_interval_seconds"
 """The queue setting the keys follow."""
@@ -58,6 +67,12 @@ class Aging(BasePolicy):
 
     def job_order(self) -> Sequence[OrderTerm]:
         return (OrderTerm("aging_key"), OrderTerm("id"))
+
+    def claim_head(self) -> ClaimHead:
+        return HEAD
+
+    def migrations(self) -> Traversable:
+        return files("fairsched_policies") / "migrations" / "aging"
 
     def reconfigured(self, conn: psycopg.Connection, queue: str, changed: frozenset[str]) -> int:
         """Re-key the queue's jobs when its interval changed."""

@@ -51,3 +51,20 @@ UPDATE fairsched.jobs AS j
    AND j.queue_name = q.name
    AND j.status = %(status)s
    AND j.aging_key <> extract(epoch FROM j.created_at) - j.priority * q.aging_interval_seconds
+
+-- name: aging_head_behind
+-- The queues whose aging head sits below their lowest pending key (what a refresh would
+-- raise). Read-only, from the heads on.
+SELECT h.queue_name
+  FROM fairsched.claim_heads AS h
+ WHERE coalesce((h.aging_key, h.aging_id) < (
+           SELECT j.aging_key, j.id FROM fairsched.jobs AS j
+            WHERE j.queue_name = h.queue_name AND j.status = 'pending'
+              AND (j.aging_key, j.id) >= (h.aging_key, h.aging_id)
+            ORDER BY j.aging_key, j.id LIMIT 1), false)
+ ORDER BY h.queue_name
+
+-- name: aging_head_refresh
+-- Raise a queue's aging head to its lowest pending job, unless a transaction making jobs
+-- pending holds it: true when it did (fairsched.aging_head_refresh, this policy's 001).
+SELECT fairsched.aging_head_refresh(%(queue)s)

@@ -24,14 +24,15 @@ from collections.abc import Sequence
 import psycopg
 
 from fairsched.db.connection import operation
-from fairsched.policy import BasePolicy, JobState, Pending, TenantOrder
+from fairsched.policy import BasePolicy, ClaimHead, JobState, Pending, TenantOrder
 
 # A tenant's running jobs: the claims its share row counted minus the releases that
 # finishers recorded (read from the claim's snapshot: late, never early, so caps hold).
 _RUNNING = "(t.running - fairsched.tenant_released(t.queue_name, t.tenant))"
 
-_QUEUE = """ qs.charge, qs.tenant_cap,{capped}
-           coalesce(f.pass, '-Infinity') AS pass_floor,"""
+_QUEUE = """,
+           qs.charge, qs.tenant_cap,{capped}
+           coalesce(f.pass, '-Infinity') AS pass_floor"""
 
 _JOINS = """
       LEFT JOIN fairsched.pass_floors AS f ON f.queue_name = qs.name"""
@@ -197,6 +198,22 @@ UPDATE fairsched.tenant_shares AS t
                     WHERE j.queue_name = t.queue_name AND j.tenant = t.tenant
                       AND j.status = 'pending' AND j.available_at <= now(){filters})"""
 
+# The pass floor: at or below every active tenant's pass, where the tenant scan starts
+# (tenant_shares_pass_idx). Lowered by a trigger when a tenant becomes active or its pass
+# goes down; raised by fairsched.pass_floors_refresh (008_roles.sql), unless a tenant is
+# being activated.
+FLOOR = ClaimHead(
+    columns=(),
+    behind="""SELECT f.queue_name
+  FROM fairsched.pass_floors AS f
+ WHERE coalesce(f.pass < (
+           SELECT t.pass FROM fairsched.tenant_shares AS t
+            WHERE t.queue_name = f.queue_name AND t.active AND t.pass >= f.pass
+            ORDER BY t.pass LIMIT 1), false)
+ ORDER BY f.queue_name""",
+    refresh="SELECT fairsched.pass_floors_refresh(%(queue)s)",
+)
+
 TENANT_ORDER = TenantOrder(
     queue=_render(_QUEUE.replace("{capped}", _CAPPED)),
     queue_one=_render(_QUEUE.replace("{capped}", "")),
@@ -208,6 +225,7 @@ TENANT_ORDER = TenantOrder(
     charge_one=_render(_CHARGE_ONE),
     dry_lock=_DRY_LOCK,
     dry_deactivate=_DRY_DEACTIVATE,
+    floor=FLOOR,
 )
 
 # Tenants that got pending jobs (due at dues) join the selection; their share rows stay

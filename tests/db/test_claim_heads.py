@@ -32,7 +32,7 @@ INVARIANT = """
 SELECT h.queue_name,
        (SELECT count(*) FROM fairsched.jobs AS j
          WHERE j.queue_name = h.queue_name AND j.status = 'pending'
-           AND (- j.priority, j.available_at, j.id) < (h.fifo_rank, h.fifo_available_at, h.fifo_id))
+           AND (- j.priority, j.available_at, j.id) < (h.order_rank, h.order_available_at, h.order_id))
            AS below_fifo_head,
        (SELECT count(*) FROM fairsched.jobs AS j
          WHERE j.queue_name = h.queue_name AND j.status = 'pending'
@@ -111,6 +111,26 @@ def test_random_transitions_never_leave_a_job_below_the_heads(
         assert claimed == pending[0]
 
 
+@pytest.mark.parametrize("stack", [("fifo",), ("aging",), ("weighted", "aging")])
+def test_a_job_back_to_pending_below_a_raised_head_lowers_it(
+    fresh_db: str, db: psycopg.Connection, stack: tuple[str, ...]
+) -> None:
+    """Each order's head is lowered by its owner's trigger on every update into pending:
+    a released job whose key a refresh passed meanwhile is below no head, and claimed in
+    its order."""
+    with Client(fresh_db) as client:
+        client.declare_queue("q", QueueSettings(policies=list(stack), notify=False))
+        first = client.enqueue("q", {}, tenant="a")
+        client.enqueue("q", {}, tenant="a")
+        [lease] = client.claim("q", owner="w")
+        assert lease.id == first
+        assert client.heads_refresh() >= 1
+        assert client.release(lease)
+        assert_invariant(db, "q")
+        expected = first_claimable(db, "q", "aging" if "aging" in stack else "fifo")
+        assert [lease.id for lease in client.claim("q", owner="w")] == [expected]
+
+
 @pytest.fixture
 def fifo(fresh_db: str) -> Iterator[Client]:
     with Client(fresh_db) as client:
@@ -123,9 +143,9 @@ def test_claims_start_at_the_head_and_a_higher_priority_job_lowers_it(
 ) -> None:
     first = [fifo.enqueue("q", {}, tenant="a") for _ in range(3)]
     fifo.claim("q", owner="w", limit=2)
-    assert fifo.heads_refresh() == 1
+    assert fifo.heads_refresh() == 2, "the default order's head and the aging policy's"
     head = db.execute(
-        "SELECT fifo_rank, fifo_id FROM fairsched.claim_heads WHERE queue_name = 'q'"
+        "SELECT order_rank, order_id FROM fairsched.claim_heads WHERE queue_name = 'q'"
     ).fetchone()
     assert head == (0, first[2])
     urgent = fifo.enqueue("q", {}, tenant="a", priority=5)

@@ -12,18 +12,18 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from fairsched_policies.weighted import TENANT_ORDER
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policies_support import claim_concurrently, declare, fill, shares
 from psycopg import pq, sql
 
 from fairsched import Client, JobSpec
-from fairsched.db.sql import QUERIES
 from fairsched.engine.lease import Failure, FailureKind, Lease, leases_complete, leases_fail
 from fairsched.errors import InvalidInput
 from fairsched.policy.registry import TenantShare, tenant_share_set, tenant_shares_list
 
-DRY = ("tenant_shares_lock_dry", "tenant_shares_deactivate")
+DRY = (TENANT_ORDER.dry_lock, TENANT_ORDER.dry_deactivate)
 """The dry-tenant statements, composed with a stack's filters."""
 
 
@@ -186,7 +186,7 @@ def test_an_enqueue_racing_a_deactivation_leaves_its_tenant_active(client: Clien
 
     with psycopg.connect(fresh_db, autocommit=True) as deactivator, deactivator.transaction():
         no_filters = {"filters": sql.SQL("")}
-        lock, deactivate = (sql.SQL(QUERIES[name]).format(**no_filters) for name in DRY)
+        lock, deactivate = (sql.SQL(statement).format(**no_filters) for statement in DRY)
         deactivator.execute(lock, {"queue": "w", "limit": 5})
         deactivator.execute(deactivate, {"queue": "w", "tenants": ["t"]})
         racer = threading.Thread(target=enqueue)

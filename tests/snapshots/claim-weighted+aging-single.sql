@@ -1,11 +1,9 @@
 WITH q AS (
-    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params, qs.charge, qs.tenant_cap,
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params,
+           qs.charge, qs.tenant_cap,
            coalesce(f.pass, '-Infinity') AS pass_floor,
-           coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
-           coalesce(h.fifo_available_at, '-infinity') AS fifo_available_at,
-           coalesce(h.fifo_id, 0) AS fifo_id,
-           coalesce(h.aging_key, '-Infinity') AS aging_key,
-           coalesce(h.aging_id, 0) AS aging_id
+           coalesce("h"."aging_key", '-Infinity') AS "aging_key",
+           coalesce("h"."aging_id", 0) AS "aging_id"
       FROM fairsched.queues AS qs
       LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
       LEFT JOIN fairsched.pass_floors AS f ON f.queue_name = qs.name

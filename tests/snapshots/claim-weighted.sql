@@ -1,14 +1,13 @@
 WITH q AS (
-    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params, qs.charge, qs.tenant_cap,
+    SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params,
+           qs.charge, qs.tenant_cap,
            qs.tenant_cap IS NOT NULL OR EXISTS (
                SELECT FROM fairsched.tenant_shares AS s
                 WHERE s.queue_name = qs.name AND s.cap IS NOT NULL) AS capped,
            coalesce(f.pass, '-Infinity') AS pass_floor,
-           coalesce(h.fifo_rank, -2147483647) AS fifo_rank,
-           coalesce(h.fifo_available_at, '-infinity') AS fifo_available_at,
-           coalesce(h.fifo_id, 0) AS fifo_id,
-           coalesce(h.aging_key, '-Infinity') AS aging_key,
-           coalesce(h.aging_id, 0) AS aging_id
+           coalesce("h"."order_rank", -2147483647) AS "order_rank",
+           coalesce("h"."order_available_at", '-infinity') AS "order_available_at",
+           coalesce("h"."order_id", 0) AS "order_id"
       FROM fairsched.queues AS qs
       LEFT JOIN fairsched.claim_heads AS h ON h.queue_name = qs.name
       LEFT JOIN fairsched.pass_floors AS f ON f.queue_name = qs.name
@@ -51,7 +50,7 @@ WITH q AS (
           FROM fairsched.jobs AS j
          WHERE j.queue_name = %(queue)s AND j.tenant = qt.tenant
            AND j.status = 'pending' AND j.available_at <= now()
-       AND ((- "j"."priority"), "j"."available_at", "j"."id") >= (SELECT "q"."fifo_rank", "q"."fifo_available_at", "q"."fifo_id" FROM q)
+       AND ((- "j"."priority"), "j"."available_at", "j"."id") >= (SELECT "q"."order_rank", "q"."order_available_at", "q"."order_id" FROM q)
          ORDER BY (- "j"."priority"), "j"."available_at", "j"."id"
          LIMIT qt.n
            FOR UPDATE SKIP LOCKED) AS c

@@ -119,9 +119,9 @@ VIEW fairsched.attempts
 
 TABLE fairsched.claim_heads
   COLUMN queue_name text NOT NULL
-  COLUMN fifo_rank integer NOT NULL DEFAULT '-2147483647'::integer
-  COLUMN fifo_available_at timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone
-  COLUMN fifo_id bigint NOT NULL DEFAULT 0
+  COLUMN order_rank integer NOT NULL DEFAULT '-2147483647'::integer
+  COLUMN order_available_at timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone
+  COLUMN order_id bigint NOT NULL DEFAULT 0
   COLUMN aging_key double precision NOT NULL DEFAULT '-Infinity'::double precision
   COLUMN aging_id bigint NOT NULL DEFAULT 0
   COLUMN refreshed_at timestamp with time zone
@@ -132,6 +132,8 @@ TABLE fairsched.claim_heads
   GRANT SELECT ON TABLE fairsched.claim_heads TO fairsched_producer
   GRANT SELECT ON TABLE fairsched.claim_heads TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.claim_heads TO fairsched_worker
+  COMMENT ON COLUMN fairsched.claim_heads.aging_key IS 'aging policy: a key at or below every pending job''s aging_key on the queue'
+  COMMENT ON COLUMN fairsched.claim_heads.aging_id IS 'aging policy: with aging_key, at or below every pending job''s (aging_key, id)'
 
 TYPE fairsched.claimed
   COLUMN id bigint
@@ -218,8 +220,10 @@ TABLE fairsched.jobs
   INDEX CREATE INDEX jobs_tenant_aging_idx ON fairsched.jobs USING btree (queue_name, tenant, aging_key, id) WHERE (status = 'pending'::text)
   INDEX CREATE INDEX jobs_tenant_dead_idx ON fairsched.jobs USING btree (queue_name, tenant, finished_at) WHERE (status = 'dead'::text)
   INDEX CREATE INDEX jobs_tenant_fifo_idx ON fairsched.jobs USING btree (queue_name, tenant, ((- priority)), available_at, id) WHERE (status = 'pending'::text)
+  TRIGGER CREATE TRIGGER jobs_inserted_lower_aging_head AFTER INSERT ON fairsched.jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION fairsched.aging_head_lower()
   TRIGGER CREATE TRIGGER jobs_inserted_lower_heads AFTER INSERT ON fairsched.jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION fairsched.claim_heads_lower()
   TRIGGER CREATE TRIGGER jobs_succeeded_unchanged AFTER UPDATE ON fairsched.jobs FOR EACH ROW WHEN (((old.status = 'succeeded'::text) AND ((((((new.status IS DISTINCT FROM old.status) OR (new.attempt_count IS DISTINCT FROM old.attempt_count)) OR (new.lease_token IS DISTINCT FROM old.lease_token)) OR (new.lease_owner IS DISTINCT FROM old.lease_owner)) OR (new.started_at IS DISTINCT FROM old.started_at)) OR (new.finished_at IS DISTINCT FROM old.finished_at)))) EXECUTE FUNCTION fairsched.jobs_succeeded_unchanged()
+  TRIGGER CREATE TRIGGER jobs_updated_lower_aging_head AFTER UPDATE ON fairsched.jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION fairsched.aging_head_lower()
   TRIGGER CREATE TRIGGER jobs_updated_lower_heads AFTER UPDATE ON fairsched.jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION fairsched.claim_heads_lower()
   GRANT ALL ON TABLE fairsched.jobs TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.jobs TO fairsched_reader
@@ -605,6 +609,62 @@ $function$
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_lock(text,text[],text[],bigint[]) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_lock(text,text[],text[],bigint[]) TO fairsched_producer
 
+CREATE OR REPLACE FUNCTION fairsched.aging_head_lower()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM changed AS c WHERE c.status = 'pending') THEN
+        RETURN NULL;
+    END IF;
+    PERFORM 1 FROM fairsched.claim_heads AS h
+      WHERE h.queue_name IN (SELECT c.queue_name FROM changed AS c WHERE c.status = 'pending')
+      ORDER BY h.queue_name
+        FOR KEY SHARE;
+    UPDATE fairsched.claim_heads AS h
+       SET aging_key = l.aging_key, aging_id = l.id
+      FROM (SELECT DISTINCT ON (c.queue_name) c.queue_name, c.aging_key, c.id
+              FROM changed AS c
+             WHERE c.status = 'pending'
+             ORDER BY c.queue_name, c.aging_key, c.id) AS l
+     WHERE h.queue_name = l.queue_name
+       AND (l.aging_key, l.id) < (h.aging_key, h.aging_id);
+    RETURN NULL;
+END
+$function$
+
+CREATE OR REPLACE FUNCTION fairsched.aging_head_refresh(p_queue text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM 1 FROM fairsched.claim_heads AS h WHERE h.queue_name = p_queue FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    WITH lowest AS (
+        SELECT j.aging_key, j.id
+          FROM fairsched.claim_heads AS h
+          JOIN fairsched.jobs AS j ON j.queue_name = h.queue_name
+         WHERE h.queue_name = p_queue AND j.status = 'pending'
+           AND (j.aging_key, j.id) >= (h.aging_key, h.aging_id)
+         ORDER BY j.aging_key, j.id
+         LIMIT 1
+    )
+    UPDATE fairsched.claim_heads AS h
+       SET aging_key = coalesce((SELECT aging_key FROM lowest), h.aging_key),
+           aging_id = coalesce((SELECT id FROM lowest), h.aging_id)
+     WHERE h.queue_name = p_queue;
+    RETURN true;
+END
+$function$
+  GRANT EXECUTE ON FUNCTION fairsched.aging_head_refresh(text) TO fairsched_admin
+  GRANT EXECUTE ON FUNCTION fairsched.aging_head_refresh(text) TO fairsched_worker
+
 CREATE OR REPLACE FUNCTION fairsched.claim_heads_lower()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -615,27 +675,18 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM changed AS c WHERE c.status = 'pending') THEN
         RETURN NULL;
     END IF;
-    -- Lock first: each statement below then reads the heads as a refresh left them.
     PERFORM 1 FROM fairsched.claim_heads AS h
       WHERE h.queue_name IN (SELECT c.queue_name FROM changed AS c WHERE c.status = 'pending')
       ORDER BY h.queue_name
         FOR KEY SHARE;
     UPDATE fairsched.claim_heads AS h
-       SET fifo_rank = l.rank, fifo_available_at = l.available_at, fifo_id = l.id
+       SET order_rank = l.rank, order_available_at = l.available_at, order_id = l.id
       FROM (SELECT DISTINCT ON (c.queue_name) c.queue_name, - c.priority AS rank, c.available_at, c.id
               FROM changed AS c
              WHERE c.status = 'pending'
              ORDER BY c.queue_name, - c.priority, c.available_at, c.id) AS l
      WHERE h.queue_name = l.queue_name
-       AND (l.rank, l.available_at, l.id) < (h.fifo_rank, h.fifo_available_at, h.fifo_id);
-    UPDATE fairsched.claim_heads AS h
-       SET aging_key = l.aging_key, aging_id = l.id
-      FROM (SELECT DISTINCT ON (c.queue_name) c.queue_name, c.aging_key, c.id
-              FROM changed AS c
-             WHERE c.status = 'pending'
-             ORDER BY c.queue_name, c.aging_key, c.id) AS l
-     WHERE h.queue_name = l.queue_name
-       AND (l.aging_key, l.id) < (h.aging_key, h.aging_id);
+       AND (l.rank, l.available_at, l.id) < (h.order_rank, h.order_available_at, h.order_id);
     RETURN NULL;
 END
 $function$
@@ -651,29 +702,19 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    WITH fifo AS (
+    WITH lowest AS (
         SELECT - j.priority AS rank, j.available_at, j.id
           FROM fairsched.claim_heads AS h
           JOIN fairsched.jobs AS j ON j.queue_name = h.queue_name
          WHERE h.queue_name = p_queue AND j.status = 'pending'
-           AND (- j.priority, j.available_at, j.id) >= (h.fifo_rank, h.fifo_available_at, h.fifo_id)
+           AND (- j.priority, j.available_at, j.id) >= (h.order_rank, h.order_available_at, h.order_id)
          ORDER BY - j.priority, j.available_at, j.id
-         LIMIT 1
-    ), aging AS (
-        SELECT j.aging_key, j.id
-          FROM fairsched.claim_heads AS h
-          JOIN fairsched.jobs AS j ON j.queue_name = h.queue_name
-         WHERE h.queue_name = p_queue AND j.status = 'pending'
-           AND (j.aging_key, j.id) >= (h.aging_key, h.aging_id)
-         ORDER BY j.aging_key, j.id
          LIMIT 1
     )
     UPDATE fairsched.claim_heads AS h
-       SET fifo_rank = coalesce((SELECT rank FROM fifo), h.fifo_rank),
-           fifo_available_at = coalesce((SELECT available_at FROM fifo), h.fifo_available_at),
-           fifo_id = coalesce((SELECT id FROM fifo), h.fifo_id),
-           aging_key = coalesce((SELECT aging_key FROM aging), h.aging_key),
-           aging_id = coalesce((SELECT id FROM aging), h.aging_id),
+       SET order_rank = coalesce((SELECT rank FROM lowest), h.order_rank),
+           order_available_at = coalesce((SELECT available_at FROM lowest), h.order_available_at),
+           order_id = coalesce((SELECT id FROM lowest), h.order_id),
            refreshed_at = now()
      WHERE h.queue_name = p_queue;
     RETURN true;

@@ -122,29 +122,16 @@ SELECT id FROM fairsched.lease_release(%(id)s, %(owner)s, %(token)s)
 SELECT id, queue_name, status FROM fairsched.recovery_sweep(%(queue)s::text, %(batch)s)
 
 -- name: claim_heads_behind
--- Per queue, whether its claim heads and its pass floor sit below its lowest live key
--- (what a refresh would raise). Read-only, from the heads on: an idle queue costs no write.
-SELECT queue_name, heads_behind, floor_behind FROM (
-    SELECT h.queue_name,
-           coalesce((h.fifo_rank, h.fifo_available_at, h.fifo_id) < (
-               SELECT - j.priority, j.available_at, j.id FROM fairsched.jobs AS j
-                WHERE j.queue_name = h.queue_name AND j.status = 'pending'
-                  AND (- j.priority, j.available_at, j.id) >= (h.fifo_rank, h.fifo_available_at, h.fifo_id)
-                ORDER BY - j.priority, j.available_at, j.id LIMIT 1), false)
-        OR coalesce((h.aging_key, h.aging_id) < (
-               SELECT j.aging_key, j.id FROM fairsched.jobs AS j
-                WHERE j.queue_name = h.queue_name AND j.status = 'pending'
-                  AND (j.aging_key, j.id) >= (h.aging_key, h.aging_id)
-                ORDER BY j.aging_key, j.id LIMIT 1), false) AS heads_behind,
-           coalesce(f.pass < (
-               SELECT t.pass FROM fairsched.tenant_shares AS t
-                WHERE t.queue_name = f.queue_name AND t.active AND t.pass >= f.pass
-                ORDER BY t.pass LIMIT 1), false) AS floor_behind
-      FROM fairsched.claim_heads AS h
-      JOIN fairsched.pass_floors AS f USING (queue_name)
-) AS b
- WHERE heads_behind OR floor_behind
- ORDER BY queue_name
+-- The queues whose default claim head sits below their lowest pending key (what a refresh
+-- would raise). Read-only, from the heads on: an idle queue costs no write.
+SELECT h.queue_name
+  FROM fairsched.claim_heads AS h
+ WHERE coalesce((h.order_rank, h.order_available_at, h.order_id) < (
+           SELECT - j.priority, j.available_at, j.id FROM fairsched.jobs AS j
+            WHERE j.queue_name = h.queue_name AND j.status = 'pending'
+              AND (- j.priority, j.available_at, j.id) >= (h.order_rank, h.order_available_at, h.order_id)
+            ORDER BY - j.priority, j.available_at, j.id LIMIT 1), false)
+ ORDER BY h.queue_name
 
 -- name: jobs_statistics_refresh
 -- ANALYZE the jobs table when its statistics hide a backlog of at least min_pending
@@ -152,15 +139,10 @@ SELECT queue_name, heads_behind, floor_behind FROM (
 SELECT fairsched.jobs_statistics_refresh(%(min_pending)s)
 
 -- name: claim_heads_refresh
--- Raise a queue's claim heads to its lowest pending job in each built-in job order,
--- unless a transaction making jobs pending holds them: true when it did
--- (fairsched.claim_heads_refresh, 008_roles.sql).
+-- Raise a queue's default claim head to its lowest pending job, unless a transaction
+-- making jobs pending holds it: true when it did (fairsched.claim_heads_refresh,
+-- 013_default_claim_head.sql).
 SELECT fairsched.claim_heads_refresh(%(queue)s)
-
--- name: pass_floors_refresh
--- Raise a queue's pass floor to its lowest active pass, unless a tenant is being
--- activated: true when it did (fairsched.pass_floors_refresh, 008_roles.sql).
-SELECT fairsched.pass_floors_refresh(%(queue)s)
 
 -- name: dead_list
 -- Dead jobs, newest first, optionally filtered by queue, tenant, error code and death time.

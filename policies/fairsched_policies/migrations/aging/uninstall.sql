@@ -1,0 +1,6 @@
+-- aging: drop what keeps its claim head (run by `fairsched policy uninstall aging`). The
+-- jobs' aging_key and the head's columns stay: enqueue keeps writing the key.
+DROP TRIGGER IF EXISTS jobs_inserted_lower_aging_head ON fairsched.jobs;
+DROP TRIGGER IF EXISTS jobs_updated_lower_aging_head ON fairsched.jobs;
+DROP FUNCTION IF EXISTS fairsched.aging_head_lower();
+DROP FUNCTION IF EXISTS fairsched.aging_head_refresh(text);
