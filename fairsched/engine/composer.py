@@ -34,9 +34,10 @@ from fairsched.engine.claimheads import DEFAULT_HEAD, DEFAULT_ORDER
 from fairsched.policy import ClaimHead, OrderTerm, Policy
 from fairsched.policy.registry import resolve
 
-NEGATED = frozenset({"priority", "aging_key", "id"})
-"""Numeric columns whose descending term renders as its ascending negation, so that
-an order is one ascending index key a row comparison can position."""
+NOT_NEGATED = frozenset({"available_at"})
+"""Order columns that are not numbers: a descending term of one renders ``DESC``; of any
+other, as its ascending negation, so that an order is one ascending index key a row
+comparison can position."""
 
 _JOB_FIRST = """WITH q AS (
     SELECT qs.lease_seconds, qs.max_runtime_seconds, qs.policy_params AS params{heads}
@@ -150,7 +151,7 @@ def stack_filters(names: tuple[str, ...]) -> sql.Composable:
 
 
 @lru_cache(maxsize=128)
-def compose_claim(names: tuple[str, ...] = ("fifo",), *, single: bool = False) -> sql.SQL:
+def compose_claim(names: tuple[str, ...], *, single: bool = False) -> sql.SQL:
     """The claim statement of a policy stack (cached per stack and shape, rendered: a
     composed statement would be rendered again at every execute, ~20 µs a claim).
 
@@ -208,9 +209,9 @@ def _order_term(term: OrderTerm) -> sql.Composable:
     column = sql.Identifier("j", term.column)
     if not term.descending:
         return column
-    if term.column in NEGATED:
-        return sql.SQL("(- {})").format(column)
-    return sql.SQL("{} DESC").format(column)
+    if term.column in NOT_NEGATED:
+        return sql.SQL("{} DESC").format(column)
+    return sql.SQL("(- {})").format(column)
 
 
 def _head_columns(head: ClaimHead | None) -> sql.Composable:

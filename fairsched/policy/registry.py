@@ -115,7 +115,7 @@ def _database_of(conn: psycopg.Connection) -> str:
 
 @dataclass(frozen=True)
 class TenantShare:
-    """A tenant's weighted-share state on one queue."""
+    """A tenant's share state on one queue: weight, cap, running jobs, place in the order."""
 
     tenant: str
     weight: float
