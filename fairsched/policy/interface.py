@@ -7,7 +7,8 @@ extension points (each ``None`` when the policy does not use it):
   by a key the policy keeps, gives each a number of jobs, and scans each chosen
   tenant's jobs second ("choose tenants, then claim within each tenant");
 - **order jobs** (:meth:`Policy.job_order`): the index-backed sort of claimable
-  jobs, within a tenant when a policy orders tenants, else across the queue;
+  jobs, within a tenant when a policy orders tenants, else across the queue; with a
+  claim head (:meth:`Policy.claim_head`) its scans start past the dead entries;
 - **filter candidates** (:meth:`Policy.claim_filter`): a predicate over the
   candidate row ``j`` of ``fairsched.jobs``; it must not need a sort or a join;
 - **admit against a per-tenant budget** (:meth:`Policy.admission`): tenants out
