@@ -146,8 +146,9 @@ def policy_uninstall(
     """Drop a policy's own schema: run its uninstall.sql and forget its recorded migrations.
 
     Refused while a queue's stack names the policy: change those stacks first
-    (``fairsched policy set QUEUE --policies ...``). Run it before removing the policy's
-    package, so that its uninstall.sql can run.
+    (``fairsched policy set QUEUE --policies ...``). Refused too for a policy whose
+    migrations come without an uninstall.sql: its schema stays. Run it before removing the
+    policy's package, so that its uninstall.sql can run.
     """
     with (
         open_client(config) as client,

@@ -210,8 +210,9 @@ def policy_uninstall(
     """Drop a policy's schema on an autocommit connection, under the migration lock and
     in one transaction: run its ``uninstall.sql`` and forget its recorded migrations.
 
-    Refused while a queue's stack names the policy, and for a policy that is neither
-    installed (``policies``; every installed one by default) nor recorded.
+    Refused while a queue's stack names the policy, for an installed policy whose
+    migrations come without an ``uninstall.sql`` (its schema stays), and for a policy that
+    is neither installed (``policies``; every installed one by default) nor recorded.
     """
     with operation("policy_uninstall"), _migration_lock(conn), conn.transaction():
         conn.execute("LOCK TABLE fairsched.queues IN SHARE MODE")  # no stack may name it meanwhile
@@ -224,6 +225,13 @@ def policy_uninstall(
 
 def _uninstall_plan(conn: psycopg.Connection, name: str, policies: PolicyFolders | None) -> PolicyUninstall:
     folders = installed_policy_migrations() if policies is None else policies
+    folder = folders.get(name)
+    script = folder.joinpath(UNINSTALL) if folder is not None else None
+    if script is not None and not script.is_file():
+        raise MigrationError(
+            f"policy {name!r} ships migrations but no {UNINSTALL}, so its schema stays: taking it out of "
+            "every queue's stack (`fairsched policy set QUEUE --policies ...`) is how to stop using it"
+        )
     queues = [
         q
         for (q,) in conn.execute(
@@ -244,7 +252,5 @@ def _uninstall_plan(conn: psycopg.Connection, name: str, policies: PolicyFolders
         raise InvalidInput(
             f"unknown policy {name!r}: it is not installed and the database records no migrations of it"
         )
-    folder = folders.get(name)
-    script = folder.joinpath(UNINSTALL) if folder is not None else None
-    text = script.read_text("utf-8") if script is not None and script.is_file() else None
+    text = script.read_text("utf-8") if script is not None else None
     return PolicyUninstall(name, tuple(n for (n,) in recorded), text)

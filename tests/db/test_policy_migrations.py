@@ -191,6 +191,23 @@ def test_uninstall_forgets_a_removed_policy_without_a_script(
     assert table_exists(conn, "fairsched.ledger")
 
 
+def test_uninstall_of_an_installed_policy_without_a_script_is_refused(
+    conn: psycopg.Connection, tmp_path: Path
+) -> None:
+    """Forgetting the records while the schema stays would have the next migrate apply
+    the migrations again over it: refused, before any stack is looked at."""
+    files = {name: text for name, text in LEDGER.items() if name != "uninstall.sql"}
+    policies = {"ledger": policy_folder(tmp_path / "ledger", files)}
+    migrate(conn, policies=policies)
+    conn.execute("INSERT INTO fairsched.queues (name, policies) VALUES ('a', '{ledger}')")
+    with pytest.raises(
+        MigrationError, match=r"^policy 'ledger' ships migrations but no uninstall.sql, so its schema stays"
+    ):
+        policy_uninstall(conn, "ledger", policies=policies)
+    assert table_exists(conn, "fairsched.ledger")
+    assert len(recorded(conn)) == 2
+
+
 def test_uninstall_of_an_unknown_policy_is_an_error(conn: psycopg.Connection) -> None:
     migrate(conn, policies={})
     with pytest.raises(InvalidInput, match="unknown policy 'nosuch': it is not installed"):
