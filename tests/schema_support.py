@@ -10,11 +10,15 @@ reads the same on PostgreSQL 15 and on the embedded server's later version.
 
 from __future__ import annotations
 
+import shutil
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg.rows import namedtuple_row
+
+from fairsched.db.migrate import load_migrations, migrations_dir
 
 SCHEMA = "fairsched"
 
@@ -211,6 +215,16 @@ SELECT r.rolname AS name,
  WHERE r.rolname = ANY (%(roles)s)
  ORDER BY r.rolname
 """
+
+
+def engine_release(folder: Path, last: str) -> Path:
+    """``folder``, made to hold the engine's migrations up to ``last`` (a name such as
+    ``011_operator_functions``): the release that ended with it."""
+    names = [m.name for m in load_migrations()]
+    folder.mkdir(parents=True)
+    for name in names[: names.index(last) + 1]:
+        shutil.copyfile(migrations_dir() / f"{name}.sql", folder / f"{name}.sql")
+    return folder
 
 
 def schema_dump(conn: psycopg.Connection[Any], schema: str = SCHEMA) -> str:

@@ -16,6 +16,8 @@ it), and the next job is promoted.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -60,6 +62,9 @@ class Serial(BasePolicy):
 
     name = "serial"
     holds = True
+
+    def migrations(self) -> Traversable:
+        return files("fairsched_policies") / "migrations" / "serial"
 
     def hold(self, conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec]) -> None:
         """Lock the aggregates of a batch and refuse sequence numbers that ran or exist."""

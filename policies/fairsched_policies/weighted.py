@@ -20,6 +20,8 @@ chosen, with no quota to spread and no lock order to keep, and is charged first.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 
 import psycopg
 
@@ -246,6 +248,9 @@ class Weighted(BasePolicy):
     """Tenants first, by virtual time; jobs within a tenant by the stack's job order."""
 
     name = "weighted"
+
+    def migrations(self) -> Traversable:
+        return files("fairsched_policies") / "migrations" / "weighted"
 
     def tenant_order(self) -> TenantOrder:
         return TENANT_ORDER

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import difflib
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from schema_support import schema_dump
+from schema_support import engine_release, schema_dump
 
-from fairsched.db.migrate import load_migrations, migrate, migrations_dir
+from fairsched.db.migrate import load_migrations, migrate
 from tests.conftest import empty_database
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "snapshots" / "schema.sql"
@@ -69,11 +68,8 @@ def test_migrating_one_release_at_a_time_equals_a_fresh_install(
     upgrade runs), ends with the schema of a fresh install of them all."""
     migrations = load_migrations()
     assert migrations, "no migrations found"
-    for count, migration in enumerate(migrations, start=1):
-        release = tmp_path / f"release_{count:03d}"
-        release.mkdir()
-        for earlier in migrations[:count]:
-            shutil.copyfile(migrations_dir() / f"{earlier.name}.sql", release / f"{earlier.name}.sql")
+    for migration in migrations:
+        release = engine_release(tmp_path / migration.name, migration.name)
         with psycopg.connect(empty_db, autocommit=True) as conn:
             assert migrate(conn, release, policies={}) == [migration.name], f"upgrading to {migration.name}"
     with psycopg.connect(empty_db, autocommit=True) as conn:

@@ -59,6 +59,7 @@ TABLE fairsched.aggregates
   GRANT SELECT ON TABLE fairsched.aggregates TO fairsched_producer
   GRANT SELECT ON TABLE fairsched.aggregates TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.aggregates TO fairsched_worker
+  COMMENT ON TABLE fairsched.aggregates IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
 
 TABLE fairsched.attempt_log
   COLUMN job_id bigint NOT NULL
@@ -208,8 +209,11 @@ TABLE fairsched.jobs
   CONSTRAINT jobs_tenant_check CHECK (((length(tenant) >= 1) AND (length(tenant) <= 128)))
   CONSTRAINT jobs_trace_context_check CHECK (((jsonb_typeof(trace_context) = 'object'::text) AND (octet_length((trace_context)::text) <= 4096))) NOT VALID
   INDEX CREATE UNIQUE INDEX jobs_aggregate_head_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key) WHERE (serial AND (status = ANY (ARRAY['pending'::text, 'running'::text])))
+  COMMENT ON INDEX fairsched.jobs_aggregate_head_idx IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
   INDEX CREATE UNIQUE INDEX jobs_aggregate_seq_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key, aggregate_seq) WHERE serial
+  COMMENT ON INDEX fairsched.jobs_aggregate_seq_idx IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
   INDEX CREATE INDEX jobs_aggregate_waiting_idx ON fairsched.jobs USING btree (queue_name, tenant, aggregate_key, aggregate_seq) WHERE (status = 'waiting'::text)
+  COMMENT ON INDEX fairsched.jobs_aggregate_waiting_idx IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
   INDEX CREATE INDEX jobs_aging_idx ON fairsched.jobs USING btree (queue_name, aging_key, id) WHERE (status = 'pending'::text)
   INDEX CREATE INDEX jobs_claimable_idx ON fairsched.jobs USING btree (queue_name, ((- priority)), available_at, id) INCLUDE (priority) WHERE (status = 'pending'::text)
   INDEX CREATE INDEX jobs_dead_idx ON fairsched.jobs USING btree (queue_name, finished_at) WHERE (status = 'dead'::text)
@@ -229,6 +233,7 @@ TABLE fairsched.jobs
   GRANT SELECT ON TABLE fairsched.jobs TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.jobs TO fairsched_worker
   GRANT SELECT (id, queue_name, tenant, status, priority, available_at, aggregate_key, aggregate_seq, idempotency_key, created_at, serial) ON TABLE fairsched.jobs TO fairsched_producer
+  COMMENT ON COLUMN fairsched.jobs.serial IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
 
 TABLE fairsched.pass_floors
   COLUMN queue_name text NOT NULL
@@ -241,6 +246,7 @@ TABLE fairsched.pass_floors
   GRANT SELECT ON TABLE fairsched.pass_floors TO fairsched_producer
   GRANT SELECT ON TABLE fairsched.pass_floors TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.pass_floors TO fairsched_worker
+  COMMENT ON TABLE fairsched.pass_floors IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 TABLE fairsched.policy_migrations
   COLUMN policy text NOT NULL
@@ -307,6 +313,10 @@ TABLE fairsched.queues
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_producer
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_worker
+  COMMENT ON COLUMN fairsched.queues.charge IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
+  COMMENT ON COLUMN fairsched.queues.tenant_cap IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
+  COMMENT ON COLUMN fairsched.queues.serial_gap IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
+  COMMENT ON COLUMN fairsched.queues.serial_poison IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
 
 TABLE fairsched.ratelimits
   COLUMN queue_name text NOT NULL
@@ -379,6 +389,7 @@ TABLE fairsched.tenant_releases
   GRANT SELECT ON TABLE fairsched.tenant_releases TO fairsched_producer
   GRANT SELECT ON TABLE fairsched.tenant_releases TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.tenant_releases TO fairsched_worker
+  COMMENT ON TABLE fairsched.tenant_releases IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 TABLE fairsched.tenant_shares
   COLUMN queue_name text NOT NULL
@@ -409,6 +420,7 @@ TABLE fairsched.tenant_shares
   GRANT SELECT ON TABLE fairsched.tenant_shares TO fairsched_producer
   GRANT SELECT ON TABLE fairsched.tenant_shares TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.tenant_shares TO fairsched_worker
+  COMMENT ON TABLE fairsched.tenant_shares IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 TABLE fairsched.workers
   COLUMN owner text NOT NULL
@@ -463,6 +475,7 @@ SELECT id FROM moved
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.aggregate_skip(text,text,text,text) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.aggregate_skip(text,text,text,text) TO fairsched_web
+  COMMENT ON FUNCTION fairsched.aggregate_skip(text,text,text,text) IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
 
 CREATE OR REPLACE FUNCTION fairsched.aggregate_unblock(p_queue text, p_tenant text, p_key text, p_by text)
  RETURNS TABLE(id bigint, available_at timestamp with time zone)
@@ -497,6 +510,7 @@ SELECT id, available_at FROM moved
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.aggregate_unblock(text,text,text,text) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.aggregate_unblock(text,text,text,text) TO fairsched_web
+  COMMENT ON FUNCTION fairsched.aggregate_unblock(text,text,text,text) IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
 
 CREATE OR REPLACE FUNCTION fairsched.aggregates_advance(p_queues text[], p_tenants text[], p_keys text[])
  RETURNS TABLE(id bigint, queue_name text, tenant text, available_at timestamp with time zone)
@@ -556,6 +570,7 @@ $function$
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) TO fairsched_producer
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) TO fairsched_web
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) TO fairsched_worker
+  COMMENT ON FUNCTION fairsched.aggregates_advance(text[],text[],text[]) IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
 
 CREATE OR REPLACE FUNCTION fairsched.aggregates_finish(p_ids bigint[])
  RETURNS TABLE(queue_name text, tenant text, aggregate_key text)
@@ -584,6 +599,7 @@ $function$
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_finish(bigint[]) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_finish(bigint[]) TO fairsched_web
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_finish(bigint[]) TO fairsched_worker
+  COMMENT ON FUNCTION fairsched.aggregates_finish(bigint[]) IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
 
 CREATE OR REPLACE FUNCTION fairsched.aggregates_lock(p_queue text, p_tenants text[], p_keys text[], p_seqs bigint[])
  RETURNS TABLE(tenant text, aggregate_key text, next_seq bigint)
@@ -608,6 +624,7 @@ END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_lock(text,text[],text[],bigint[]) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_lock(text,text[],text[],bigint[]) TO fairsched_producer
+  COMMENT ON FUNCTION fairsched.aggregates_lock(text,text[],text[],bigint[]) IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
 
 CREATE OR REPLACE FUNCTION fairsched.aging_head_lower()
  RETURNS trigger
@@ -1237,6 +1254,7 @@ BEGIN
     RETURN NULL;
 END
 $function$
+  COMMENT ON FUNCTION fairsched.pass_floors_lower() IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 CREATE OR REPLACE FUNCTION fairsched.pass_floors_refresh(p_queue text)
  RETURNS boolean
@@ -1260,6 +1278,7 @@ END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.pass_floors_refresh(text) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.pass_floors_refresh(text) TO fairsched_worker
+  COMMENT ON FUNCTION fairsched.pass_floors_refresh(text) IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 CREATE OR REPLACE FUNCTION fairsched.producer_tenants_check(p_tenants text[])
  RETURNS void
@@ -1536,6 +1555,7 @@ CREATE OR REPLACE FUNCTION fairsched.tenant_released(queue_name text, tenant tex
  STABLE
 RETURN (SELECT (COALESCE(sum(r.released), (0)::numeric))::bigint AS "coalesce" FROM fairsched.tenant_releases r WHERE ((r.queue_name = tenant_released.queue_name) AND (r.tenant = tenant_released.tenant)))
   GRANT EXECUTE ON FUNCTION fairsched.tenant_released(text,text) TO PUBLIC
+  COMMENT ON FUNCTION fairsched.tenant_released(text,text) IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_share_set(p_queue text, p_tenant text, p_weight double precision, p_cap integer, p_by text)
  RETURNS TABLE(weight double precision, cap integer)
@@ -1562,6 +1582,7 @@ SELECT weight, cap FROM changed
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.tenant_share_set(text,text,double precision,integer,text) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.tenant_share_set(text,text,double precision,integer,text) TO fairsched_web
+  COMMENT ON FUNCTION fairsched.tenant_share_set(text,text,double precision,integer,text) IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_activate(queue text, tenants text[], dues timestamp with time zone[])
  RETURNS void
@@ -1602,6 +1623,7 @@ $function$
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO fairsched_producer
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO fairsched_web
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) TO fairsched_worker
+  COMMENT ON FUNCTION fairsched.tenant_shares_activate(text,text[],timestamp with time zone[]) IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_finish(ids bigint[])
  RETURNS void
@@ -1612,6 +1634,7 @@ AS $function$
       FROM fairsched.jobs AS j
      WHERE j.id = ANY (ids) AND j.share_counted
 $function$
+  COMMENT ON FUNCTION fairsched.tenant_shares_finish(bigint[]) IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_finish(ids bigint[], queues text[], tenants text[])
  RETURNS void
@@ -1654,6 +1677,7 @@ BEGIN
      WHERE t.queue_name = e.queue_name AND t.tenant = e.tenant;
 END
 $function$
+  COMMENT ON FUNCTION fairsched.tenant_shares_finish(bigint[],text[],text[]) IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_floor(queue text)
  RETURNS double precision
@@ -1661,6 +1685,7 @@ CREATE OR REPLACE FUNCTION fairsched.tenant_shares_floor(queue text)
  STABLE
 RETURN COALESCE((SELECT a.pass FROM fairsched.tenant_shares a WHERE ((a.queue_name = tenant_shares_floor.queue) AND a.active) ORDER BY a.pass LIMIT 1), (SELECT max(a.pass) AS max FROM fairsched.tenant_shares a WHERE (a.queue_name = tenant_shares_floor.queue)), (0)::double precision)
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_floor(text) TO PUBLIC
+  COMMENT ON FUNCTION fairsched.tenant_shares_floor(text) IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_settle(p_ids bigint[])
  RETURNS void
@@ -1686,6 +1711,7 @@ $function$
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_settle(bigint[]) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_settle(bigint[]) TO fairsched_web
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_settle(bigint[]) TO fairsched_worker
+  COMMENT ON FUNCTION fairsched.tenant_shares_settle(bigint[]) IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_shares_wake(p_batch integer)
  RETURNS TABLE(queue_name text, tenant text, active boolean)
@@ -1722,6 +1748,7 @@ END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_wake(integer) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.tenant_shares_wake(integer) TO fairsched_worker
+  COMMENT ON FUNCTION fairsched.tenant_shares_wake(integer) IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
 
 CREATE OR REPLACE FUNCTION fairsched.worker_gone(owner text)
  RETURNS void
