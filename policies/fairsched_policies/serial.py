@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # Lock (creating them) the aggregates a held batch touches; a new aggregate starts at the
 # lowest sequence number of its first batch. Returns next_seq. Refused for a tenant
-# outside the producer's grants (fairsched.aggregates_lock, 008_roles.sql).
+# outside the producer's grants (fairsched.aggregates_lock, migrations/serial).
 _LOCK = """SELECT tenant, aggregate_key, next_seq
   FROM fairsched.aggregates_lock(%(queue)s, %(tenants)s::text[], %(keys)s::text[], %(seqs)s::bigint[])"""
 
@@ -44,11 +44,11 @@ _SEQ_TAKEN = """SELECT j.tenant, j.aggregate_key, j.aggregate_seq
    AND j.aggregate_key = t.aggregate_key AND j.aggregate_seq = t.aggregate_seq"""
 
 # Held jobs left running for good: advance their aggregate past them, or (poison mode
-# block) let a dead one hold it (fairsched.aggregates_finish, 008_roles.sql).
+# block) let a dead one hold it (fairsched.aggregates_finish, migrations/serial).
 _FINISH = "SELECT queue_name, tenant, aggregate_key FROM fairsched.aggregates_finish(%(ids)s::bigint[])"
 
 # Promote the next job of each given aggregate that has no job pending or running and is
-# not blocked (fairsched.aggregates_advance, 008_roles.sql).
+# not blocked (fairsched.aggregates_advance, migrations/serial).
 _ADVANCE = """SELECT id, queue_name, tenant, available_at
   FROM fairsched.aggregates_advance(%(queues)s::text[], %(tenants)s::text[], %(keys)s::text[])"""
 

@@ -202,7 +202,7 @@ UPDATE fairsched.tenant_shares AS t
 
 # The pass floor: at or below every active tenant's pass, where the tenant scan starts
 # (tenant_shares_pass_idx). Lowered by a trigger when a tenant becomes active or its pass
-# goes down; raised by fairsched.pass_floors_refresh (008_roles.sql), unless a tenant is
+# goes down; raised by fairsched.pass_floors_refresh (migrations/weighted), unless a tenant is
 # being activated.
 FLOOR = ClaimHead(
     columns=(),
@@ -236,11 +236,11 @@ _ACTIVATE = "SELECT fairsched.tenant_shares_activate(%(queue)s, %(tenants)s::tex
 
 # Jobs that left running (not succeeded: a completion settles its own): release the
 # running slots their claims counted and correct runtime charges, once per claim
-# (fairsched.tenant_shares_settle, 008_roles.sql).
+# (fairsched.tenant_shares_settle, migrations/weighted).
 _SETTLE = "SELECT fairsched.tenant_shares_settle(%(ids)s::bigint[])"
 
 # Inactive tenants whose delayed work came due rejoin at the lowest active pass
-# (fairsched.tenant_shares_wake, 008_roles.sql).
+# (fairsched.tenant_shares_wake, migrations/weighted).
 _WAKE = "SELECT queue_name, tenant, active FROM fairsched.tenant_shares_wake(%(batch)s)"
 
 
