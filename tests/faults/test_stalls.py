@@ -78,6 +78,15 @@ def freeze_inside_held_transaction(db: psycopg.Connection, worker: WorkerProcess
     return backend
 
 
+def statements_running(db: psycopg.Connection) -> bool:
+    """Whether another client session of this database is running a statement."""
+    row = db.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid()"
+    ).fetchone()
+    return row is not None and row[0] > 0
+
+
 def column(db: psycopg.Connection, query: str, *params: Any) -> list[Any]:
     return [row[0] for row in db.execute(query, params).fetchall()]
 
@@ -123,6 +132,9 @@ def test_a_worker_frozen_inside_a_completion_transaction_holds_nobody_up(
             {"probe": 4}, settings={**IDLE_TIMEOUT, "FAIRSCHED_TEST_HOLD_COMPLETION_SECONDS": HOLD_SECONDS}
         )
         backend = freeze_inside_held_transaction(db, frozen)
+        # A statement the worker sent just before it stopped still runs to its end: read
+        # its leases once none is left running.
+        wait_for(lambda: not statements_running(db), "the frozen worker's last statements done")
         theirs = set(
             column(
                 db,
