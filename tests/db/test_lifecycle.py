@@ -19,6 +19,12 @@ def status_of(db: psycopg.Connection, job_id: int) -> str:
     return str(row[0])
 
 
+def token_of(db: psycopg.Connection, job_id: int) -> int:
+    row = db.execute("SELECT lease_token FROM fairsched.jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def expire(db: psycopg.Connection, job_id: int) -> None:
     """Move a lease's expiry into the past, as time passing would."""
     db.execute(
@@ -27,18 +33,22 @@ def expire(db: psycopg.Connection, job_id: int) -> None:
     )
 
 
-def test_claim_leases_with_token_and_attempt(client: Client) -> None:
+def test_claim_leases_with_token_and_attempt(client: Client, db: psycopg.Connection) -> None:
+    """A job's token starts at a random number (no one can guess it) and a claim raises it by one."""
     job_id = client.enqueue("q", {"n": 1}, tenant="acme")
+    start = token_of(db, job_id)
     [lease] = client.claim("q", owner="w1")
     assert (lease.id, lease.token, lease.attempt, lease.tenant, lease.payload) == (
         job_id,
-        1,
+        start + 1,
         1,
         "acme",
         {"n": 1},
     )
     assert lease.idempotency_key == f"fairsched-job-{job_id}"
     assert client.claim("q", owner="w2") == []
+    other = token_of(db, client.enqueue("q", {}, tenant="acme"))
+    assert min(start, other) > 2**20 and other != start
 
 
 def test_payloads_come_back_as_enqueued_through_the_pools_text_json_loader(client: Client) -> None:
@@ -77,7 +87,7 @@ def test_complete_is_fenced_and_audited(client: Client, db: psycopg.Connection) 
     outcomes = db.execute(
         "SELECT outcome, lease_token, lease_owner FROM fairsched.attempts WHERE job_id = %s", (job_id,)
     ).fetchall()
-    assert outcomes == [("succeeded", 1, "w1")]
+    assert outcomes == [("succeeded", lease.token, "w1")]
     stale = db.execute(
         "SELECT count(*) FROM fairsched.job_events WHERE job_id = %s AND kind = 'stale_completion_rejected'",
         (job_id,),

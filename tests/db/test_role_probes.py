@@ -126,6 +126,64 @@ def test_worker_cannot_finish_another_workers_job(
     assert db.execute(stale).fetchone() == (4,)  # the heartbeat is not a completion
 
 
+def test_worker_cannot_read_a_lease_token(
+    owner: Client, worker: psycopg.Connection, db: psycopg.Connection, fresh_db: str
+) -> None:
+    """Not from the jobs, the attempt record or the events (a rejected stale completion
+    records the token presented); the views `job show` reads give a worker NULL where a
+    token is, and the reader (the dashboard's role) the tokens."""
+    owner.enqueue_many("fifo", [JobSpec({}, tenant="acme") for _ in range(3)])
+    done, failed, running = owner.claim("fifo", owner="w-other", limit=3)
+    assert owner.complete(done) and owner.fail(failed, "x")
+    db.execute("SELECT fairsched.leases_complete('w-forged', %s, %s)", [[running.id], [running.token]])
+    for statement in (
+        "SELECT lease_token FROM fairsched.jobs",
+        "SELECT * FROM fairsched.jobs",
+        "SELECT id FROM fairsched.jobs WHERE lease_token > 0",
+        "SELECT lease_token FROM fairsched.attempt_log",
+        "SELECT detail FROM fairsched.job_events",
+    ):
+        refused(db, worker, statement)
+    views = (
+        "SELECT lease_token FROM fairsched.lease_tokens",
+        "SELECT lease_token FROM fairsched.attempts",
+        "SELECT (detail ->> 'token')::bigint FROM fairsched.job_history",
+    )
+    tokens = {done.token, failed.token, running.token}
+    with psycopg.connect(make_conninfo(fresh_db, options="-c role=fairsched_reader")) as reader:
+        for statement in views:
+            assert {row[0] for row in worker.execute(statement)} == {None}, statement
+            assert {row[0] for row in reader.execute(statement)} <= tokens | {None}, statement
+        assert {row[0] for row in reader.execute(views[0])} == tokens
+    with Client(make_conninfo(fresh_db, options="-c role=fairsched_worker")) as as_worker:
+        shown = as_worker.job_show(running.id)
+    assert shown["lease_owner"] == "w-other" and shown["lease_token"] is None
+    assert [h["detail"] for h in shown["history"]] == [{"op": "complete", "owner": "w-forged"}]
+
+
+def test_worker_that_knows_the_owner_cannot_guess_the_token(
+    owner: Client, worker: psycopg.Connection, db: psycopg.Connection
+) -> None:
+    """The owner is no secret (a worker reads it, and how often the job was claimed); a
+    job's token starts at random, so ten thousand guesses hold no lease (a heartbeat says
+    whether a guess holds and audits nothing) and finish nothing."""
+    job_id = owner.enqueue("fifo", {}, tenant="acme")
+    owner.claim("fifo", owner="w-other")
+    seen = "SELECT lease_owner, attempt_count FROM fairsched.jobs WHERE id = %s"
+    assert worker.execute(seen, [job_id]).fetchone() == ("w-other", 1)
+    before, row = db_snapshot(db), job(db, job_id)
+    guesses = (
+        "SELECT t FROM generate_series(0, 10000) AS t,"
+        " LATERAL fairsched.lease_renew(%s, 'w-other', t, NULL, 3600) AS held"
+    )
+    assert worker.execute(guesses, [job_id]).fetchall() == []
+    assert db_snapshot(db) == before
+    for token in range(4):
+        complete = "SELECT * FROM fairsched.leases_complete('w-other', %s, %s)"
+        assert worker.execute(complete, [[job_id], [token]]).fetchall() == []
+    assert job(db, job_id) == row
+
+
 def test_worker_cannot_forge_attempt_rows_so_recovery_still_runs(
     owner: Client, worker: psycopg.Connection, db: psycopg.Connection
 ) -> None:

@@ -8,6 +8,7 @@ fails with a fairsched error naming the missing privilege and changes nothing.
 from __future__ import annotations
 
 import re
+import shutil
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from worker_support import running_workers, wait_for
 from fairsched import Client, JobSpec, PermanentError, QueueSettings, Settings
 from fairsched.cli.main import app as cli_app
 from fairsched.db.connection import connect
-from fairsched.db.migrate import migrations_dir
+from fairsched.db.migrate import load_migrations, migrate, migrations_dir
 from fairsched.db.sql import QUERIES
 from fairsched.errors import DatabaseError, DatabaseUnavailable
 
@@ -102,17 +103,57 @@ def test_roles_exist_and_cannot_log_in(db: psycopg.Connection) -> None:
 
 def test_roles_blocks_can_run_again(db: psycopg.Connection) -> None:
     """The blocks a superuser runs again, in order, when the migrator could not create the
-    roles: 001's grants, then 008's narrowing of them to functions."""
+    roles: 001's grants, then 008's narrowing of them to functions, then 012's of the
+    worker's reads to columns without lease tokens."""
     baseline = (migrations_dir() / "001_baseline.sql").read_text()
-    roles = (migrations_dir() / "008_roles.sql").read_text()
-    text = baseline[baseline.index("-- == Roles and privileges ==") :]
-    narrowing = roles[roles.index("DO $$") :]
-    grants = "SELECT count(*) FROM information_schema.role_table_grants"
+    blocks = [baseline[baseline.index("-- == Roles and privileges ==") :]]
+    for name in ("008_roles.sql", "012_worker_columns.sql"):
+        text = (migrations_dir() / name).read_text()
+        blocks.append(text[text.rindex("DO $$") :])
+    grants = (
+        "SELECT (SELECT count(*) FROM information_schema.role_table_grants),"
+        " (SELECT count(*) FROM information_schema.role_column_grants),"
+        " has_column_privilege('fairsched_worker', 'fairsched.jobs', 'lease_token', 'SELECT')"
+    )
     before = db.execute(grants).fetchone()
+    assert before is not None and before[2] is False
     for _ in range(2):
-        db.execute(text)
-        db.execute(narrowing)
+        for block in blocks:
+            db.execute(block)
     assert db.execute(grants).fetchone() == before
+
+
+def test_tokens_written_before_012_move_to_a_random_start_and_running_leases_hold(
+    empty_db: str, tmp_path: Path
+) -> None:
+    """Jobs enqueued before 012 count their tokens from 0, which a worker could guess: 012
+    moves the tokens of pending, waiting and dead jobs up by a random start (their attempts
+    stay in token order), and leaves running leases (their workers hold the tokens) and
+    succeeded jobs as they were. (Today's client writes the rows: the release has every
+    migration but 012, which none of the others depends on.)"""
+    release = tmp_path / "release_without_012"
+    release.mkdir()
+    for migration in load_migrations():
+        if migration.name != "012_worker_columns":
+            shutil.copyfile(migrations_dir() / f"{migration.name}.sql", release / f"{migration.name}.sql")
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        migrate(conn, release, policies={})
+    with Client(empty_db, pool_size=2) as client:
+        client.declare_queue("q", QueueSettings(**FAST))
+        fresh = client.enqueue_many("q", [JobSpec({}, tenant="acme") for _ in range(5)])[-1]
+        done, retried, dead, running = client.claim("q", owner="w", limit=4)
+        assert client.complete(done) and client.fail(retried, "x") and client.fail(dead, PermanentError("x"))
+        with psycopg.connect(empty_db, autocommit=True) as conn:
+            assert migrate(conn)[0] == "012_worker_columns"
+            tokens = dict(conn.execute("SELECT id, lease_token FROM fairsched.jobs").fetchall())
+        assert (tokens[done.id], tokens[running.id]) == (1, 1)
+        assert min(tokens[fresh], tokens[retried.id] - 1, tokens[dead.id] - 1) > 2**20
+        assert client.complete(running)
+        again = client.claim("q", owner="w", limit=2)
+        assert {(x.id, x.token) for x in again} == {(i, tokens[i] + 1) for i in (fresh, retried.id)}
+        assert client.complete_many(again) == {x.id for x in again}
+        history = [h["detail"]["outcome"] for h in client.job_show(retried.id)["history"]]
+        assert history == ["retrying", "succeeded"]
 
 
 @pytest.mark.parametrize("queue", list(QUEUES))

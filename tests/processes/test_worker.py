@@ -285,15 +285,17 @@ def test_sigterm_releases_jobs_still_running_after_grace(
 ) -> None:
     declare(client, lease=30)
     job_id = client.enqueue("probe", {"record": True, "sleep": 120}, tenant="t")
+    start = job_row(db, job_id)["lease_token"]
+    assert isinstance(start, int)
     w = workers.start({"probe": 1}, settings={"FAIRSCHED_GRACE_PERIOD_SECONDS": "0.5"})
     wait_for(lambda: probe_events(db, job_id), "the job started")
     w.send(signal.SIGTERM)
     assert w.wait() == 0
     row = job_row(db, job_id)
-    assert (row["status"], row["attempt_count"], row["lease_token"]) == ("pending", 0, 1)
+    assert (row["status"], row["attempt_count"], row["lease_token"]) == ("pending", 0, start + 1)
     assert attempt_outcomes(db, job_id) == ["released"]
     [lease] = client.claim("probe", owner="next")
-    assert (lease.id, lease.token, lease.attempt) == (job_id, 2, 1), "claimable at once"
+    assert (lease.id, lease.token, lease.attempt) == (job_id, start + 2, 1), "claimable at once"
 
 
 def test_sigterm_releases_async_jobs_still_running_after_grace(

@@ -79,7 +79,7 @@ TABLE fairsched.attempt_log
   TRIGGER CREATE TRIGGER attempt_log_queue_name BEFORE INSERT ON fairsched.attempt_log FOR EACH ROW EXECUTE FUNCTION fairsched.history_queue_name()
   GRANT ALL ON TABLE fairsched.attempt_log TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.attempt_log TO fairsched_reader
-  GRANT SELECT ON TABLE fairsched.attempt_log TO fairsched_worker
+  GRANT SELECT (job_id, attempt, lease_owner, claimed_at, finished_at, outcome, error_code, error, queue_name) ON TABLE fairsched.attempt_log TO fairsched_worker
 
 VIEW fairsched.attempts
   COLUMN job_id bigint
@@ -94,7 +94,10 @@ VIEW fairsched.attempts
   AS
      SELECT a.job_id,
         a.attempt,
-        a.lease_token,
+            CASE
+                WHEN ( SELECT fairsched.lease_tokens_readable() AS lease_tokens_readable) THEN a.lease_token
+                ELSE NULL::bigint
+            END AS lease_token,
         a.lease_owner,
         a.claimed_at,
         a.finished_at,
@@ -105,7 +108,10 @@ VIEW fairsched.attempts
     UNION ALL
      SELECT j.id AS job_id,
         j.attempt_count AS attempt,
-        j.lease_token,
+            CASE
+                WHEN ( SELECT fairsched.lease_tokens_readable() AS lease_tokens_readable) THEN j.lease_token
+                ELSE NULL::bigint
+            END AS lease_token,
         j.lease_owner,
         j.started_at AS claimed_at,
         j.finished_at,
@@ -169,7 +175,31 @@ TABLE fairsched.job_events
   TRIGGER CREATE TRIGGER job_events_queue_name BEFORE INSERT ON fairsched.job_events FOR EACH ROW EXECUTE FUNCTION fairsched.history_queue_name()
   GRANT ALL ON TABLE fairsched.job_events TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.job_events TO fairsched_reader
-  GRANT SELECT ON TABLE fairsched.job_events TO fairsched_worker
+  GRANT SELECT (id, job_id, at, kind, queue_name) ON TABLE fairsched.job_events TO fairsched_worker
+
+VIEW fairsched.job_history
+  COLUMN job_id bigint
+  COLUMN at timestamp with time zone
+  COLUMN kind text
+  COLUMN detail jsonb
+  AS
+     SELECT a.job_id,
+        a.finished_at AS at,
+        'attempt'::text AS kind,
+        jsonb_build_object('attempt', a.attempt, 'token', a.lease_token, 'owner', a.lease_owner, 'claimed_at', a.claimed_at, 'outcome', a.outcome, 'error_code', a.error_code, 'error', a.error) AS detail
+       FROM fairsched.attempts a
+    UNION ALL
+     SELECT e.job_id,
+        e.at,
+        e.kind,
+            CASE
+                WHEN ( SELECT fairsched.lease_tokens_readable() AS lease_tokens_readable) THEN e.detail
+                ELSE e.detail - 'token'::text
+            END AS detail
+       FROM fairsched.job_events e;
+  GRANT ALL ON TABLE fairsched.job_history TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.job_history TO fairsched_reader
+  GRANT SELECT ON TABLE fairsched.job_history TO fairsched_worker
 
 TABLE fairsched.jobs
   COLUMN id bigint NOT NULL GENERATED ALWAYS AS IDENTITY
@@ -182,7 +212,7 @@ TABLE fairsched.jobs
   COLUMN attempt_count integer NOT NULL DEFAULT 0
   COLUMN max_attempts integer NOT NULL
   COLUMN lease_owner text
-  COLUMN lease_token bigint NOT NULL DEFAULT 0
+  COLUMN lease_token bigint NOT NULL DEFAULT fairsched.lease_token_start()
   COLUMN lease_expires_at timestamp with time zone
   COLUMN started_at timestamp with time zone
   COLUMN progress jsonb
@@ -231,9 +261,23 @@ TABLE fairsched.jobs
   TRIGGER CREATE TRIGGER jobs_updated_lower_heads AFTER UPDATE ON fairsched.jobs REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION fairsched.claim_heads_lower()
   GRANT ALL ON TABLE fairsched.jobs TO fairsched_admin
   GRANT SELECT ON TABLE fairsched.jobs TO fairsched_reader
-  GRANT SELECT ON TABLE fairsched.jobs TO fairsched_worker
   GRANT SELECT (id, queue_name, tenant, status, priority, available_at, aggregate_key, aggregate_seq, idempotency_key, created_at, serial) ON TABLE fairsched.jobs TO fairsched_producer
+  GRANT SELECT (id, queue_name, tenant, payload, status, priority, available_at, attempt_count, max_attempts, lease_owner, lease_expires_at, started_at, progress, last_error_code, last_error, aggregate_key, aggregate_seq, idempotency_key, created_at, finished_at, aging_key, serial, share_counted, cancel_requested_at, trace_context) ON TABLE fairsched.jobs TO fairsched_worker
   COMMENT ON COLUMN fairsched.jobs.serial IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'
+
+VIEW fairsched.lease_tokens
+  COLUMN job_id bigint
+  COLUMN lease_token bigint
+  AS
+     SELECT j.id AS job_id,
+            CASE
+                WHEN ( SELECT fairsched.lease_tokens_readable() AS lease_tokens_readable) THEN j.lease_token
+                ELSE NULL::bigint
+            END AS lease_token
+       FROM fairsched.jobs j;
+  GRANT ALL ON TABLE fairsched.lease_tokens TO fairsched_admin
+  GRANT SELECT ON TABLE fairsched.lease_tokens TO fairsched_reader
+  GRANT SELECT ON TABLE fairsched.lease_tokens TO fairsched_worker
 
 TABLE fairsched.pass_floors
   COLUMN queue_name text NOT NULL
@@ -1137,6 +1181,20 @@ END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.lease_renew(bigint,text,bigint,jsonb,double precision) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.lease_renew(bigint,text,bigint,jsonb,double precision) TO fairsched_worker
+
+CREATE OR REPLACE FUNCTION fairsched.lease_token_start()
+ RETURNS bigint
+ LANGUAGE sql
+ PARALLEL SAFE
+AS $function$ SELECT ('x' || right(replace(pg_catalog.gen_random_uuid()::text, '-', ''), 15))::bit(60)::bigint $function$
+  GRANT EXECUTE ON FUNCTION fairsched.lease_token_start() TO PUBLIC
+
+CREATE OR REPLACE FUNCTION fairsched.lease_tokens_readable()
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$ SELECT pg_catalog.has_column_privilege('fairsched.jobs', 'lease_token', 'SELECT') $function$
+  GRANT EXECUTE ON FUNCTION fairsched.lease_tokens_readable() TO PUBLIC
 
 CREATE OR REPLACE FUNCTION fairsched.leases_complete(p_owner text, p_ids bigint[], p_tokens bigint[])
  RETURNS TABLE(id bigint)

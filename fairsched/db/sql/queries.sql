@@ -158,26 +158,20 @@ SELECT id, queue_name, tenant, attempt_count, last_error_code, last_error, creat
  LIMIT %(limit)s
 
 -- name: job_get
--- One job with its current state (the payload included).
-SELECT id, queue_name, tenant, status, priority, payload, attempt_count, max_attempts,
-       lease_owner, lease_token, lease_expires_at, available_at, aggregate_key,
-       aggregate_seq, idempotency_key, last_error_code, last_error, created_at,
-       finished_at
-  FROM fairsched.jobs
- WHERE id = %(id)s
+-- One job with its current state (the payload included); its lease token for who may
+-- read tokens (fairsched.lease_tokens, 012_worker_columns.sql), NULL for a worker.
+SELECT j.id, j.queue_name, j.tenant, j.status, j.priority, j.payload, j.attempt_count,
+       j.max_attempts, j.lease_owner, t.lease_token, j.lease_expires_at, j.available_at,
+       j.aggregate_key, j.aggregate_seq, j.idempotency_key, j.last_error_code, j.last_error,
+       j.created_at, j.finished_at
+  FROM fairsched.jobs AS j
+  JOIN fairsched.lease_tokens AS t ON t.job_id = j.id
+ WHERE j.id = %(id)s
 
 -- name: job_history
--- Every recorded attempt and event of a job, oldest first.
-SELECT at, kind, detail FROM (
-    SELECT finished_at AS at, 'attempt' AS kind,
-           jsonb_build_object('attempt', attempt, 'token', lease_token, 'owner', lease_owner,
-                              'claimed_at', claimed_at, 'outcome', outcome,
-                              'error_code', error_code, 'error', error) AS detail
-      FROM fairsched.attempts WHERE job_id = %(id)s
-    UNION ALL
-    SELECT at, kind, detail FROM fairsched.job_events WHERE job_id = %(id)s
-) h
-ORDER BY at
+-- Every recorded attempt and event of a job, oldest first; tokens for who may read them
+-- (fairsched.job_history, 012_worker_columns.sql).
+SELECT at, kind, detail FROM fairsched.job_history WHERE job_id = %(id)s ORDER BY at
 
 -- name: dead_replay
 -- Put a dead job back to pending with a fresh attempt budget, keeping its id and history.
