@@ -314,6 +314,13 @@ class AsyncClient(ClientBase[AsyncConnectionPool]):
         """Set a tenant's weight and/or running-job cap on a queue (``cap=0`` removes the cap)."""
         await self._call(lambda c: c.set_tenant_share(queue, tenant, weight=weight, cap=cap, by=by))
 
+    async def set_policy_setting(
+        self, queue: str, name: str, value: str | None, *, tenant: str | None = None
+    ) -> None:
+        """Set (or with ``None`` / ``"off"`` remove) a setting a policy of the queue's stack
+        owns, for ``tenant`` or as the queue's default."""
+        await self._call(lambda c: c.set_policy_setting(queue, name, value, tenant=tenant))
+
     async def set_tenant_rate(self, queue: str, tenant: str, rate: str | None) -> None:
         """Set (or with ``None`` / ``"off"`` remove) a tenant's rate limit on a queue."""
         await self._call(lambda c: c.set_tenant_rate(queue, tenant, rate))

@@ -1,5 +1,6 @@
 """The :class:`~fairsched.Client` operations around the jobs' own lifecycle: recovery and
-upkeep, dead jobs, cancellation, tenants' shares and rates, blocked aggregates."""
+upkeep, dead jobs, cancellation, tenants' shares, policies' settings (rates), blocked
+aggregates."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from fairsched.config import rates
+from fairsched.config import policysettings
+from fairsched.config.rates import RATE
 from fairsched.engine import cancel as cancel_ops
 from fairsched.engine import claimheads, dead, enqueue, prune, recovery
 from fairsched.engine.lease import Lease
@@ -133,23 +135,35 @@ class Operations:
         who = _by(by)
         self._run(lambda c: policy.tenant_share_set(c, queue, tenant, weight=weight, cap=cap, by=who))
 
+    def set_policy_setting(
+        self, queue: str, name: str, value: str | None, *, tenant: str | None = None
+    ) -> None:
+        """Set a setting a policy of the queue's stack owns (``name``, e.g. ``"rate"``) for
+        ``tenant``, or without one as the queue's default for its tenants; ``None`` or
+        ``"off"`` removes it (a tenant without its own follows the queue's default).
+
+        The owning policy checks the value; a queue whose stack does not name that policy
+        is refused. The next claim follows the change.
+        """
+        enqueue.check_queue_name(queue)
+        if tenant is not None:
+            enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
+        policysettings.value_checked(name, value, tenant=tenant)
+        self._run(lambda c: policysettings.value_change(c, queue, name, value, tenant=tenant))
+
     def set_tenant_rate(self, queue: str, tenant: str, rate: str | None) -> None:
         """Set a tenant's rate limit on a queue (``"50/s"``, ``"N/m"``, ``"N/h"``, ``"N/d"``), or
         remove it (``None`` or ``"off"``: the tenant follows the queue's default, if any).
 
-        The queue's stack must have the ratelimit policy; the next claim follows the change.
+        The queue's stack must have the policy that owns ``rate``; the next claim follows
+        the change. The setting ``rate`` of :meth:`set_policy_setting`.
         """
-        enqueue.check_queue_name(queue)
-        enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
-        rates.rate_parsed(rate)
-        self._run(lambda c: rates.rate_change(c, queue, tenant, rate))
+        self.set_policy_setting(queue, RATE, rate, tenant=tenant)
 
     def set_queue_rate(self, queue: str, rate: str | None) -> None:
         """Set (or with ``None`` / ``"off"`` remove) the queue's default rate limit, for
         every tenant without one of its own; like :meth:`set_tenant_rate` otherwise."""
-        enqueue.check_queue_name(queue)
-        rates.rate_parsed(rate)
-        self._run(lambda c: rates.rate_change(c, queue, None, rate))
+        self.set_policy_setting(queue, RATE, rate)
 
     def tenant_shares(self, queue: str) -> list[policy.TenantShare]:
         """Every tenant's weighted-share state on ``queue``."""

@@ -19,6 +19,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     StringConstraints,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     field_serializer,
     field_validator,
     model_serializer,
@@ -35,6 +36,7 @@ from pydantic_settings import (
 
 from fairsched import bounds
 from fairsched.errors import ConfigError, InvalidInput
+from fairsched.policy.owned import owned_dumped, owned_given, owned_validated, without_policy
 from fairsched.schedules.spec import ScheduleSettings, names_distinct
 from fairsched.web.settings import WebSettings
 
@@ -42,48 +44,25 @@ QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:
 """Queue names: letters, digits and ``_ . : -``, at most 63 characters."""
 
 
-RATELIMIT = "ratelimit"
-"""The policy a stack must name for rates to apply."""
-
-
-def rate_checked(value: Any) -> str | None:
-    """A rate as stored (``"50/s"``), or ``None`` for ``"off"``; refuses anything else."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise PydanticCustomError("rate_type", 'give a rate as a string, e.g. "50/s", or "off"')
-    from fairsched_policies.ratelimit import parse_rate
-
-    try:
-        rate = parse_rate(value)
-    except InvalidInput as e:
-        raise PydanticCustomError("rate", str(e)) from None
-    return None if rate is None else str(rate)
-
-
 class TenantSettings(BaseModel):
-    """Per-tenant settings: weight and cap (weighted policy), rate (ratelimit policy).
+    """Per-tenant settings: weight and cap (weighted policy), and the tenant settings the
+    installed policies own (``rate``), as extra values, ``None`` when not given.
 
     Ranges: :mod:`fairsched.bounds`."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     weight: float = Field(1.0, ge=bounds.WEIGHT_MIN, le=bounds.WEIGHT_MAX)
     cap: int | None = Field(None, gt=0, le=bounds.CAP_MAX, description="most running jobs at once (weighted)")
-    rate: str | None = Field(None, description='ratelimit: most jobs claimed per period, e.g. "50/s"')
 
-    @field_validator("rate", mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _rate(cls, value: Any) -> str | None:
-        return rate_checked(value)
+    def _owned(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        return owned_validated("tenant", cls, data, handler)
 
     @model_serializer(mode="wrap")
-    def _rate_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Dumped without ``rate`` unless one is set (weighted-only settings read as before)."""
-        dumped: dict[str, Any] = handler(self)
-        if self.rate is None:
-            dumped.pop("rate", None)
-        return dumped
+    def _owned_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return owned_dumped(self, handler)
 
 
 PolicyName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
@@ -99,11 +78,13 @@ class QueueSettings(BaseModel):
 
     ``policies`` is the stack the claim is composed from, e.g.
     ``["weighted", "aging", "serial"]``; ``tenants`` gives per-tenant weights and
-    caps for the weighted policy (tenants not listed weigh 1). Every number is finite
-    and bounded (:mod:`fairsched.bounds`).
+    caps for the weighted policy (tenants not listed weigh 1). The queue settings the
+    installed policies own (``rate``: the default of the queue's tenants)
+    are extra values, ``None`` when not given. Every number is finite and bounded
+    (:mod:`fairsched.bounds`).
     """
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     lease_seconds: float = Field(
         30.0, gt=0, le=bounds.LEASE_MAX_SECONDS, description="lease length granted per claim/renewal"
@@ -141,9 +122,6 @@ class QueueSettings(BaseModel):
         default_factory=dict, description="parameters of third-party policies"
     )
     tenants: dict[str, TenantSettings] = Field(default_factory=dict, description="weighted: per tenant")
-    rate: str | None = Field(
-        None, description='ratelimit: default most jobs claimed per period and tenant, e.g. "50/s"'
-    )
     weight: float = Field(
         1.0, gt=0, le=1_000_000, description="share of a worker's --concurrency among its queues"
     )
@@ -176,11 +154,6 @@ class QueueSettings(BaseModel):
             raise ValueError("a policy appears twice")
         return names
 
-    @field_validator("rate", mode="before")
-    @classmethod
-    def _rate(cls, value: Any) -> str | None:
-        return rate_checked(value)
-
     @field_validator("policy_params", mode="before")
     @classmethod
     def _bounded_params(cls, value: Any) -> Any:
@@ -189,19 +162,27 @@ class QueueSettings(BaseModel):
             raise PydanticCustomError("params", "{problems}", {"problems": "; ".join(problems)})
         return value
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _owned(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        return owned_validated("queue", cls, data, handler)
+
     @model_validator(mode="after")
-    def _rates_need_ratelimit(self) -> QueueSettings:
-        """Rates only shape claims through the ratelimit policy: refuse them elsewhere."""
-        keys = ["rate"] if self.rate else []
-        keys += [f"tenants.{t}.rate" for t, s in self.tenants.items() if s.rate]
-        if keys and RATELIMIT not in self.policies:
-            raise PydanticCustomError(
-                "rate_without_ratelimit",
-                "{keys} given, but the policy stack {stack} has no ratelimit: add ratelimit to "
-                "policies or remove the rate",
-                {"keys": ", ".join(keys), "stack": "[" + ", ".join(self.policies) + "]"},
-            )
+    def _owned_need_their_policy(self) -> QueueSettings:
+        """A policy's settings shape claims only through it: refuse them on other stacks."""
+        given = owned_given(self.tenants, "tenants.", queue=self)
+        for policy, keys in given.items():
+            if policy not in self.policies:
+                raise without_policy(
+                    keys,
+                    f"the policy stack [{', '.join(self.policies)}] has no {policy}",
+                    f"add {policy} to policies",
+                )
         return self
+
+    @model_serializer(mode="wrap")
+    def _owned_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return owned_dumped(self, handler)
 
     @classmethod
     def stored(cls, name: str, values: Mapping[str, Any], *, checked: bool = True) -> QueueSettings:
@@ -324,17 +305,15 @@ class Settings(BaseSettings):
         return value.strip().lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _tenant_rates_need_ratelimit(self) -> Settings:
-        """A top-level tenant's rate applies to the queues whose stack has ratelimit: refuse
-        it when there is none."""
-        keys = [f"tenants.{t}.rate" for t, s in self.tenants.items() if s.rate]
-        if keys and not any(RATELIMIT in q.policies for q in self.queues.values()):
-            raise PydanticCustomError(
-                "rate_without_ratelimit",
-                "{keys} given, but no queue's policy stack has ratelimit: add ratelimit to a "
-                "queue's policies or remove the rate",
-                {"keys": ", ".join(keys)},
-            )
+    def _tenant_owned_need_their_policy(self) -> Settings:
+        """A top-level tenant's policy setting applies to the queues whose stack names the
+        policy: refuse it when there is none."""
+        stacks = [q.policies for q in self.queues.values()]
+        for policy, keys in owned_given(self.tenants, "tenants.").items():
+            if not any(policy in stack for stack in stacks):
+                raise without_policy(
+                    keys, f"no queue's policy stack has {policy}", f"add {policy} to a queue's policies"
+                )
         return self
 
     @classmethod
@@ -378,7 +357,7 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
         raise ConfigError(f"{where}: {e}") from None
 
 
-_INPUT_NOT_SHOWN = {"missing", "params", "rate", "rate_without_ratelimit", "schedule_twice"}
+_INPUT_NOT_SHOWN = {"missing", "params", "policy_setting", "setting_without_policy", "schedule_twice"}
 """Errors whose message already says what was given (or there was nothing)."""
 
 

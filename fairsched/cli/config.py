@@ -70,8 +70,9 @@ def config_apply(
     schedules, to the database, atomically.
 
     Top-level [tenants.X] apply to every queue whose stack has the weighted policy (their
-    rates: the ratelimit policy), unless the queue lists the tenant itself. A file queue's
-    rates are the file's: rates it no longer gives are removed. Nothing else absent from
+    rates and other policies' settings: every queue whose stack has the owning policy),
+    unless the queue lists the tenant itself. A file queue's rates (and other policies'
+    settings) are the file's: those it no longer gives are removed. Nothing else absent from
     the file is deleted unless --prune: then queues absent from the file go with their fairness state, and
     tenant settings a queue no longer gives go back to the defaults (an idle tenant's
     row goes). A queue that holds jobs is refused and nothing changes: unfinished or dead

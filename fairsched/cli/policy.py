@@ -1,5 +1,5 @@
 """Live tuning of a queue's policy stack and settings, and dropping a policy's schema:
-fairsched policy show, set, uninstall."""
+fairsched policy show, set, setting, uninstall."""
 
 from __future__ import annotations
 
@@ -37,12 +37,14 @@ def policy_show(
 ) -> None:
     """A queue's policy stack, its parameters, leases, retries and tenant settings."""
     from fairsched.config import sync as configsync
+    from fairsched.policy.owned import owned_value, stack_settings
 
     with open_client(config) as client, client.connection() as conn:
         stored = configsync.queue_settings(conn, queue)
     values = {field: getattr(stored, field) for field in configsync.STORED_FIELDS}
-    if "ratelimit" in stored.policies:
-        values["rate"] = stored.rate
+    for owned in stack_settings(stored.policies):
+        if "queue" in owned.setting.levels:
+            values[owned.name] = owned_value(stored, owned.name)
     tenants = {t: s.model_dump() for t, s in sorted(stored.tenants.items())}
     if as_json:
         print_json({"queue": queue, **values, "tenants": tenants})
@@ -135,6 +137,38 @@ def policy_set(
     for field, old, new in changed:
         note = " (jobs enqueued from now on)" if field in APPLIES_AT_ENQUEUE else ""
         typer.echo(f"{queue}.{field}: {setting(old)} -> {setting(new)}{note}")
+
+
+@app.command("setting", context_settings=LOOSE)
+def policy_setting(
+    queue: str = QueueArgument,
+    name: str = typer.Argument(..., help="a setting a policy of the queue's stack owns, e.g. rate"),
+    value: str = typer.Argument(..., help="its value, e.g. 50/s, or off to remove it"),
+    tenant: str | None = typer.Option(
+        None, "--tenant", help="the tenant's own value (without it: the queue's default for its tenants)"
+    ),
+    config: str | None = ConfigOption,
+) -> None:
+    """Set or remove (off) a setting a policy of the queue's stack owns, for a tenant or as
+    the queue's default; the next claim follows it. The policy checks the value; a queue
+    whose stack does not name that policy is refused. Without its own value a tenant
+    follows the queue's default."""
+    setting_set(queue, name, value, tenant=tenant, config=config)
+
+
+def setting_set(queue: str, name: str, value: str, *, tenant: str | None, config: str | None) -> None:
+    """Set a policy's setting through the client and echo it (``queue/tenant: name value``);
+    a value or setting the policies refuse exits 2 with one line, before connecting."""
+    from fairsched.config import policysettings
+
+    try:
+        _owned, parsed = policysettings.value_checked(name, value, tenant=tenant)
+    except InvalidInput as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    with open_client(config) as client:
+        client.set_policy_setting(queue, name, value, tenant=tenant)
+    typer.echo(f"{queue if tenant is None else f'{queue}/{tenant}'}: {name} {parsed or 'off'}")
 
 
 @app.command("uninstall")

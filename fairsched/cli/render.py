@@ -105,14 +105,17 @@ def fields_table(shown: dict[str, Any]) -> Table:
 
 
 def policy_table(queue: str, values: dict[str, Any], tenants: dict[str, dict[str, Any]]) -> Table:
-    """A queue's stored settings, then its tenants' weights, caps and rates."""
+    """A queue's stored settings, then its tenants' weights, caps and the values of the
+    settings their policies own (rates)."""
     table = Table("setting", "value", title=queue, show_header=False)
     for key, value in values.items():
         table.add_row(key, setting(value))
     for name, share in tenants.items():
         cap = share["cap"] if share["cap"] is not None else "none"
-        rate = f", rate {share['rate']}" if share.get("rate") else ""
-        table.add_row(f"tenants.{name}", f"weight {number(share['weight'])}, cap {cap}{rate}")
+        owned = "".join(
+            f", {k} {v}" for k, v in share.items() if k not in ("weight", "cap") and v is not None
+        )
+        table.add_row(f"tenants.{name}", f"weight {number(share['weight'])}, cap {cap}{owned}")
     return table
 
 

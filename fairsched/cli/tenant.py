@@ -66,19 +66,20 @@ def tenant_show(
     config: str | None = ConfigOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """One tenant of a queue: weight, cap, rate (with ratelimit), share state and its jobs by state."""
-    from fairsched.config import rates
+    """One tenant of a queue: weight, cap, the settings its stack's policies own (rate),
+    share state and its jobs by state."""
+    from fairsched.config import policysettings
     from fairsched.config import sync as configsync
     from fairsched.engine import enqueue
     from fairsched.observe.snapshot import ExporterSettings
-    from fairsched.observe.status import tenant_jobs, tenant_share
+    from fairsched.observe.status import tenant_jobs, tenant_levels, tenant_share
 
     enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
     with open_client(config) as client, client.connection() as conn:
         stored = configsync.queue_settings(conn, queue)
         share = tenant_share(conn, queue, tenant) or {}
         jobs = tenant_jobs(conn, queue, tenant, ExporterSettings.load())
-        rate = rates.tenant_rate(conn, stored, queue, tenant)
+        levels = tenant_levels(conn, stored.policies, queue, tenant)
     shown: dict[str, Any] = {
         "queue": queue,
         "tenant": tenant,
@@ -89,7 +90,8 @@ def tenant_show(
         "claimed_total": share.get("claimed_total", 0),
         "charged_total": share.get("charged_total", 0.0),
         "runtime_estimate_seconds": share.get("runtime_estimate"),
-        **rate,
+        **policysettings.tenant_values(stored, tenant),
+        **levels,
         **jobs,
     }
     if as_json:
@@ -138,16 +140,10 @@ def tenant_rate(
     rate: str = typer.Argument(..., help="most jobs claimed per period: N/s, N/m, N/h or N/d, or off"),
     config: str | None = ConfigOption,
 ) -> None:
-    """Set or remove (off) a tenant's rate limit on a queue whose stack has ratelimit;
-    the next claim follows it. Without its own rate a tenant follows the queue's default."""
-    from fairsched.config import rates
-    from fairsched.errors import InvalidInput
+    """Set or remove (off) a tenant's rate limit on a queue whose stack has the rate-limiting
+    policy; the next claim follows it. Without its own rate a tenant follows the queue's
+    default (`fairsched policy setting QUEUE rate RATE --tenant TENANT` does the same)."""
+    from fairsched.cli.policy import setting_set
+    from fairsched.config.rates import RATE
 
-    try:
-        parsed = rates.rate_parsed(rate)
-    except InvalidInput as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    with open_client(config) as client:
-        client.set_tenant_rate(queue, tenant, rate)
-    typer.echo(f"{queue}/{tenant}: rate {parsed or 'off'}")
+    setting_set(queue, RATE, rate, tenant=tenant, config=config)

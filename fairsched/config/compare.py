@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fairsched.config.rates import QueueRates, file_rates
+from fairsched.config.policysettings import QueueValues, file_values
 from fairsched.config.sync import DEFAULT_TENANT, STORED_FIELDS, effective_tenants, same, shown
+from fairsched.policy.owned import Owned, owned_settings, owned_value
 from fairsched.settings import QueueSettings, Settings, TenantSettings
 
 # -- diff ------------------------------------------------------------------------
@@ -49,7 +50,9 @@ def diff(settings: Settings, database: Mapping[str, QueueSettings]) -> list[Diff
                 found.append(Difference(f"{key}.{field}", mine, theirs))
         shares = {t: s for t, s in stored.tenants.items() if not _same_tenant(s, DEFAULT_TENANT)}
         found += _tenant_differences(key, effective_tenants(settings, wanted), shares)
-        found += _rate_differences(key, file_rates(settings, wanted), _stored_rates(stored))
+        for owned in owned_settings().values():
+            mine = file_values(settings, wanted, owned)
+            found += _value_differences(key, owned.name, mine, _stored_values(stored, owned))
     return found
 
 
@@ -67,19 +70,23 @@ def _tenant_differences(
 
 
 def _same_tenant(a: TenantSettings, b: TenantSettings) -> bool:
-    """Same weight and cap (rates are compared on their own)."""
+    """Same weight and cap (the policies' settings are compared on their own)."""
     return same(a.weight, b.weight) and a.cap == b.cap
 
 
-def _stored_rates(queue: QueueSettings) -> QueueRates:
-    return QueueRates(queue.rate, {t: s.rate for t, s in queue.tenants.items() if s.rate})
+def _stored_values(queue: QueueSettings, owned: Owned) -> QueueValues:
+    name = owned.name
+    tenants = {t: v for t, s in queue.tenants.items() if (v := owned_value(s, name))}
+    return QueueValues(owned_value(queue, name), tenants)
 
 
-def _rate_differences(key: str, wanted: QueueRates, stored: QueueRates) -> list[Difference]:
-    """The queue's default rate, then each tenant's own, where file and database differ."""
-    pairs = [(f"{key}.rate", wanted.default, stored.default)]
+def _value_differences(key: str, name: str, wanted: QueueValues, stored: QueueValues) -> list[Difference]:
+    """One setting's value on the queue, then each tenant's own, where file and database differ."""
+    pairs = [(f"{key}.{name}", wanted.default, stored.default)]
     for tenant in sorted(set(wanted.tenants) | set(stored.tenants)):
-        pairs.append((f"{key}.tenants.{tenant}.rate", wanted.tenants.get(tenant), stored.tenants.get(tenant)))
+        pairs.append(
+            (f"{key}.tenants.{tenant}.{name}", wanted.tenants.get(tenant), stored.tenants.get(tenant))
+        )
     return [
         Difference(k, mine, theirs, "config apply removes it" if mine is None else "")
         for k, mine, theirs in pairs
@@ -91,8 +98,8 @@ def _rate_differences(key: str, wanted: QueueRates, stored: QueueRates) -> list[
 
 
 def export_toml(database: Mapping[str, QueueSettings], *, now: datetime | None = None) -> str:
-    """The database's queues and tenants (with their rates) as a TOML file that ``config
-    apply`` round-trips."""
+    """The database's queues and tenants (with the values of the settings their policies
+    own) as a TOML file that ``config apply`` round-trips."""
     lines = ["# fairsched configuration exported from the database"]
     if now is not None:
         lines[0] += f" at {now.isoformat(timespec='seconds')}"
@@ -104,16 +111,20 @@ def export_toml(database: Mapping[str, QueueSettings], *, now: datetime | None =
             if value is None:
                 continue
             lines.append(f"{field} = {toml_value(value)}")
-        if queue.rate is not None:
-            lines.append(f"rate = {toml_value(queue.rate)}")
+        lines += _owned_lines(queue)
         for tenant, share in sorted(queue.tenants.items()):
             lines += ["", f"[queues.{toml_key(name)}.tenants.{toml_key(tenant)}]"]
             lines.append(f"weight = {toml_value(share.weight)}")
             if share.cap is not None:
                 lines.append(f"cap = {share.cap}")
-            if share.rate is not None:
-                lines.append(f"rate = {toml_value(share.rate)}")
+            lines += _owned_lines(share)
     return "\n".join(lines) + "\n"
+
+
+def _owned_lines(settings: QueueSettings | TenantSettings) -> list[str]:
+    """``name = "value"`` of each policy's setting given a value, by name."""
+    given = sorted((name, value) for name, value in (settings.model_extra or {}).items() if value is not None)
+    return [f"{toml_key(name)} = {toml_value(value)}" for name, value in given]
 
 
 def toml_key(key: str) -> str:

@@ -9,6 +9,9 @@ and a cap (``fairsched.tenant_shares``). Tenants come from two places in a file:
 - ``[tenants.<t>]``: every queue whose policy stack orders tenants (``weighted``),
   unless the queue lists the tenant itself (the queue's entry wins as a whole).
 
+The settings policies own (``rate``, ...) live in the policies' own tables
+(:mod:`fairsched.config.policysettings`).
+
 A tenant the database does not list weighs 1 and has no cap, so an inherited
 default is written only where the database holds something else. Applying deletes
 nothing unless asked to prune (:func:`prune_plan`): queues and tenant settings absent
@@ -31,7 +34,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
-from fairsched.config.rates import rates_apply, rates_declare, with_rates
+from fairsched.config.policysettings import values_apply, values_declare, with_values
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
@@ -128,7 +131,7 @@ def database_settings(conn: psycopg.Connection) -> dict[str, QueueSettings]:
         by_queue.setdefault(row["queue_name"], {})[row["tenant"]] = TenantSettings(
             weight=row["weight"], cap=row["cap"]
         )
-    return with_rates(conn, {row["name"]: _stored(row, by_queue.get(row["name"], {})) for row in rows})
+    return with_values(conn, {row["name"]: _stored(row, by_queue.get(row["name"], {})) for row in rows})
 
 
 def _stored(
@@ -170,7 +173,7 @@ def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]
                     rows = conn.execute(QUERIES["configsync_pending_tenants"], {"name": name}).fetchall()
                 for policy in resolve(queue.policies):
                     policy.pending(conn, name, [(r[0], r[1]) for r in rows])
-        rates_declare(conn, queues)
+        values_declare(conn, queues)
     forget_stacks()
     if outermost:
         rekey_after(conn, changed)
@@ -279,7 +282,7 @@ def _prune_plan(conn: psycopg.Connection, settings: Settings, *, force: bool) ->
             continue
         given = effective_tenants(settings, wanted)
         for tenant, share in sorted(stored.tenants.items()):
-            if tenant not in given and (share.weight, share.cap) != (1.0, None):  # not just a rate
+            if tenant not in given and (share.weight, share.cap) != (1.0, None):  # not just a policy's
                 tenants.append((name, tenant))
                 removals.append(Removal(f"queues.{name}.tenants.{tenant}", shown(share)))
     return _PrunePlan(gone, tenants, removals)
@@ -348,7 +351,7 @@ def apply(
                     "caps": [s.cap for _q, _t, s in inherited],
                 },
             )
-        rates_apply(conn, settings)
+        values_apply(conn, settings)
         removed = schedules_apply(conn, settings, prune=prune)  # before the queues they name
         if plan is not None:
             _prune(conn, plan)

@@ -119,7 +119,7 @@ class ClusterCollector(Collector):
                 (
                     "throttled",
                     "fairsched_queue_throttled_tenants",
-                    "Tenants with claimable work that their rate limit (ratelimit policy) holds back now.",
+                    "Tenants with claimable work that a policy's own limit (a rate limit) holds back now.",
                 ),
                 (
                     "blocked",
@@ -156,8 +156,8 @@ class ClusterCollector(Collector):
                 (
                     "throttled",
                     "fairsched_tenant_throttled_oldest_seconds",
-                    "Age of the oldest claimable job of a tenant its rate limit holds back now "
-                    "(ratelimit policy), 0 when not throttled.",
+                    "Age of the oldest claimable job of a tenant a policy's own limit (a rate limit) "
+                    "holds back now, 0 when not throttled.",
                 ),
                 (
                     "running",

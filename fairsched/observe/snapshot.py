@@ -6,9 +6,11 @@ limits (:class:`ExporterSettings`), never on the size of the backlog. Every tena
 oldest claimable job is read exactly (one index descent per tenant and priority level);
 the labelled rows are bounded (:func:`bound_tenants`): the ``top_tenants`` tenants with
 the oldest claimable work (plus the tenants declared in the configuration) keep their
-name, every other tenant is summed up under ``tenant="other"``. A tenant out of its rate
-limit's budget (ratelimit policy) is *throttled*: its oldest claimable job counts apart
-(``throttled_available_at``), so waiting on its own limit is not starving. The exporter
+name, every other tenant is summed up under ``tenant="other"``. A tenant a policy of its
+queue's stack holds back on its own limit (the policy's
+:class:`~fairsched.policy.Throttle`, e.g. a rate limit's budget below one job) is
+*throttled*: its oldest claimable job counts apart (``throttled_available_at``), so
+waiting on its own limit is not starving. The exporter
 (:mod:`fairsched.observe.exporter`) and ``fairsched status`` (:mod:`fairsched.observe.status`)
 both read it.
 """
@@ -29,6 +31,7 @@ from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.errors import ConfigError
 from fairsched.metrics import OTHER_TENANT
+from fairsched.policy.owned import level_query, level_signature, throttles
 from fairsched.settings import Settings, describe_validation_error
 
 
@@ -76,7 +79,7 @@ class TenantRow:
         self.throttled_available_at = _older(self.throttled_available_at, other.throttled_available_at)
 
     def throttle(self) -> None:
-        """The tenant is out of its rate budget: its claimable work waits on its own limit."""
+        """A policy holds the tenant back: its claimable work waits on its own limit."""
         self.throttled_available_at = _older(self.throttled_available_at, self.oldest_available_at)
         self.oldest_available_at = None
 
@@ -201,15 +204,31 @@ def read_snapshot(
 
 
 def _throttle(conn: psycopg.Connection, queues: Mapping[str, QueueSnapshot]) -> None:
-    """Mark the tenants with claimable work on ratelimit queues that are out of budget
-    (one budget read per such tenant: O(tenants)); nothing without such queues."""
-    limited = [name for (name,) in _rows(conn, "exporter_ratelimit_queues", {}) if name in queues]
-    keys = [(q, t) for q in limited for t, row in queues[q].tenants.items() if row.oldest_available_at]
-    if not keys:
+    """Mark the tenants with claimable work that a policy of their queue's stack holds
+    back now (its level below one job; one level read per such tenant and policy:
+    O(tenants)); nothing without such policies."""
+    found = throttles()
+    if not found:
         return
-    lookup = {"queues": [q for q, _t in keys], "tenants": [t for _q, t in keys]}
-    for name, tenant in _rows(conn, "exporter_tenant_throttled", lookup):
-        queues[name].tenants[tenant].throttle()
+    lookup = {"policies": [p for p, _t in found], "functions": [level_signature(t) for _p, t in found]}
+    limited: dict[str, list[str]] = {}
+    for name, policy in _rows(conn, "exporter_throttle_queues", lookup):
+        if name in queues:
+            limited.setdefault(policy, []).append(name)
+    for policy, throttle in found:
+        keys = [
+            (q, t)
+            for q in limited.get(policy, [])
+            for t, row in queues[q].tenants.items()
+            if row.oldest_available_at
+        ]
+        if not keys:
+            continue
+        pairs = {"queues": [q for q, _t in keys], "tenants": [t for _q, t in keys]}
+        with operation("exporter_tenant_throttled"):
+            rows = conn.execute(level_query(QUERIES["exporter_tenant_throttled"], throttle), pairs).fetchall()
+        for name, tenant in rows:
+            queues[name].tenants[tenant].throttle()
 
 
 def _rows(conn: psycopg.Connection, name: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:

@@ -7,8 +7,9 @@ pass over the share rows) and the longest-blocked aggregates among at most
 are bounded the way the exporter bounds them: the tenants with the oldest claimable
 work (and the configured ones) by name, the rest summed up as ``other``.
 
-A tenant out of its rate limit's budget (ratelimit policy) is *throttled*: its oldest
-claimable wait is reported apart and it is not counted as starving.
+A tenant a policy of its queue's stack holds back on its own limit (e.g. a rate limit's
+budget below one job) is *throttled*: its oldest claimable wait is reported apart and it
+is not counted as starving.
 
 Shares: ``entitled`` is a tenant's weight over the weights of the active
 tenants (an equal split without the weighted policy); ``share`` is its part of
@@ -19,7 +20,7 @@ the claims counted by the weighted policy — since the share row exists in
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +34,7 @@ from fairsched.engine.dead import BlockedAggregate
 from fairsched.errors import InvalidInput
 from fairsched.metrics import OTHER_TENANT
 from fairsched.observe.snapshot import ExporterSettings, declared_tenants, read_snapshot
+from fairsched.policy.owned import level_query, level_signature, throttles
 from fairsched.settings import Settings
 
 BLOCKED_SHOWN = 20
@@ -53,7 +55,7 @@ class TenantStatus:
     share: float | None
     entitled: float
     throttled: bool = False
-    """Out of its rate limit's budget (ratelimit policy): its wait is its own limit's."""
+    """A policy holds it back on its own limit (a rate limit): its wait is that limit's."""
     throttled_oldest_age_seconds: float = 0.0
     """The oldest claimable job's age while throttled (then not in the one above)."""
 
@@ -195,6 +197,30 @@ def tenant_jobs(
     now, oldest = row.pop("now"), row.pop("oldest_available_at")
     row["oldest_claimable_age_seconds"] = _age(now, oldest)
     return dict(row)
+
+
+def tenant_levels(
+    conn: psycopg.Connection, policies: Sequence[str], queue: str, tenant: str
+) -> dict[str, Any]:
+    """How many jobs each policy of the stack that reports throttled tenants lets the
+    tenant start now (under the policy's name for it; ``None``: no limit, or the policy's
+    migrations did not run) and whether one holds it back (``throttled``); nothing when
+    no policy of the stack reports throttled tenants."""
+    shown: dict[str, Any] = {}
+    for _policy, throttle in throttles(policies):
+        level = None
+        with operation("configsync_tenant_level"):
+            found = conn.execute(QUERIES["configsync_level_present"], {"function": level_signature(throttle)})
+            if (found.fetchone() or (False,))[0]:
+                row = conn.execute(
+                    level_query(QUERIES["configsync_tenant_level"], throttle),
+                    {"queue": queue, "tenant": tenant},
+                )
+                level = (row.fetchone() or (None,))[0]
+        shown[throttle.shown_as] = level
+    if not shown:
+        return {}
+    return shown | {"throttled": any(v is not None and v < 1 for v in shown.values())}
 
 
 def tenant_share(conn: psycopg.Connection, queue: str, tenant: str) -> dict[str, Any] | None:

@@ -19,7 +19,10 @@ from fairsched.policy.interface import (
     OrderTerm,
     Pending,
     Policy,
+    Setting,
+    SettingLevel,
     TenantOrder,
+    Throttle,
 )
 
 __all__ = [
@@ -32,5 +35,8 @@ __all__ = [
     "OrderTerm",
     "Pending",
     "Policy",
+    "Setting",
+    "SettingLevel",
     "TenantOrder",
+    "Throttle",
 ]

@@ -39,7 +39,7 @@ See ``docs/writing-policies.md``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.resources.abc import Traversable
@@ -171,6 +171,64 @@ Pending = tuple[str, datetime]
 """A job that became pending: its tenant and when it is due."""
 
 
+# -- settings a policy owns, and how it reports a throttled tenant ---------------------
+
+SettingLevel = Literal["queue", "tenant"]
+"""Where a policy's setting is given: on a queue (the default of its tenants), on a tenant."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A setting a policy owns, stored in its own tables: given in the configuration file,
+    on the API's ``QueueSettings``/``TenantSettings``, and live through
+    ``fairsched policy setting`` and ``Client.set_policy_setting``.
+
+    - ``name``: its key (lower case, not a key fairsched uses itself), e.g. ``rate``;
+    - ``levels``: ``"queue"`` (``[queues.Q]``: the default of the queue's tenants) and/or
+      ``"tenant"`` (``[queues.Q.tenants.T]``, and ``[tenants.T]`` for every queue whose
+      stack names the policy and that does not list the tenant itself);
+    - ``example``: a value, shown when one of another type is given;
+    - ``table``: the relation (``schema.table``) the values live in, created by the
+      policy's migrations: until it exists no value is read and writes are refused;
+    - ``parse(value)``: the stored form of a given value (``" 50 / s "`` → ``"50/s"``);
+      raises ``ValueError`` (e.g. :class:`fairsched.errors.InvalidInput`) with a message
+      naming the setting for anything else, values that are not strings included.
+      ``"off"`` never reaches it: it removes the value;
+    - ``read(conn)``: every stored value as ``(queue, tenant, value)``, tenant ``None``
+      for a queue's default;
+    - ``write(conn, queue, tenant, value)``: store a value in its stored form, or remove
+      it (``None``), for a tenant or (``None``) as the queue's default, in the caller's
+      transaction.
+
+    Every queue of a configuration file gets exactly the values the file gives it:
+    ``config apply`` writes the new ones and removes the others.
+    """
+
+    name: str
+    levels: tuple[SettingLevel, ...]
+    example: str
+    table: str
+    parse: Callable[[object], str]
+    read: Callable[[psycopg.Connection], Iterable[tuple[str, str | None, str]]]
+    write: Callable[[psycopg.Connection, str, str | None, str | None], None]
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """How the reports tell that the policy holds a tenant back now, on its own limit.
+
+    - ``level``: a function ``level(queue text, tenant text) RETURNS float8`` the policy's
+      migrations create: how many jobs the tenant may start now (``NULL``: no limit),
+      read without a lock, in a read-only transaction, once per tenant with claimable
+      work per scrape. Below 1 the tenant is *throttled*: the exporter, ``fairsched
+      status`` and the dashboard report its wait apart and do not count it as starving;
+    - ``shown_as``: the field ``fairsched tenant show`` gives the level under.
+    """
+
+    level: sql.Identifier
+    shown_as: str
+
+
 @runtime_checkable
 class Policy(Protocol):
     """A fairness policy. Implementations are stateless; state lives in the database."""
@@ -261,6 +319,14 @@ class Policy(Protocol):
         """Called after jobs left ``running`` (succeeded, failed, released, recovered)."""
         ...
 
+    def settings(self) -> Sequence[Setting]:
+        """The settings the policy owns (:class:`Setting`), none by default."""
+        ...
+
+    def throttle(self) -> Throttle | None:
+        """How reports tell a tenant the policy holds back now, or ``None``."""
+        ...
+
 
 class BasePolicy:
     """Defaults for every extension point and hook: subclass it and override what the
@@ -320,4 +386,10 @@ class BasePolicy:
         return None
 
     def on_finish(self, conn: psycopg.Connection, queue: str, job_ids: Sequence[int]) -> None:
+        return None
+
+    def settings(self) -> Sequence[Setting]:
+        return ()
+
+    def throttle(self) -> Throttle | None:
         return None

@@ -15,7 +15,6 @@ from typing import Any, Literal
 import psycopg
 from psycopg.rows import class_row
 
-from fairsched.config import rates
 from fairsched.config import sync as configsync
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
@@ -24,7 +23,8 @@ from fairsched.engine.workers import QueueWorkers, workers_by_queue
 from fairsched.observe.snapshot import ExporterSettings, QueueSnapshot, read_snapshot
 from fairsched.observe.status import Status, read_status
 from fairsched.policy import registry as policy
-from fairsched.settings import RATELIMIT, QueueSettings, Settings
+from fairsched.policy.owned import owned_value, stack_settings
+from fairsched.settings import QueueSettings, Settings
 
 PAGE_SIZE = 50
 """Tenants per page of the queue page."""
@@ -63,7 +63,9 @@ class TenantRow:
     entitled: float = 0.0
     oldest_seconds: float = 0.0
     throttled: bool = False
-    rate: str | None = None
+    owned: dict[str, str | None] = field(default_factory=dict)
+    """The values of the tenant settings its stack's policies own (a rate), the queue's
+    default where it has none."""
 
 
 @dataclass
@@ -82,6 +84,10 @@ class QueuePage:
     descending: bool
     oldest_seconds: float
     chart: list[str] = field(default_factory=list)
+    defaults: dict[str, str | None] = field(default_factory=dict)
+    """The queue's defaults of the settings its stack's policies own (a default rate)."""
+    tenant_settings: list[str] = field(default_factory=list)
+    """The tenant settings its stack's policies own: a column each."""
 
 
 def queue_page(
@@ -125,9 +131,12 @@ def queue_page(
     pages = max(1, -(-len(ordered) // PAGE_SIZE))
     page = min(max(page, 1), pages)
     shown = ordered[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
-    if RATELIMIT in stored.policies:
-        for row in shown:
-            row.rate = rates.tenant_rate(conn, stored, name, row.tenant).get("rate") or stored.rate
+    owned = stack_settings(stored.policies)
+    defaults = {o.name: owned_value(stored, o.name) for o in owned if "queue" in o.setting.levels}
+    columns = [o.name for o in owned if "tenant" in o.setting.levels]
+    for row in shown:
+        own = stored.tenants.get(row.tenant)
+        row.owned = {c: (owned_value(own, c) if own else None) or defaults.get(c) for c in columns}
     chart = sorted((r for r in rows.values() if r.entitled > 0), key=lambda r: (-r.entitled, r.tenant))
     return QueuePage(
         name,
@@ -142,6 +151,8 @@ def queue_page(
         descending,
         _age(now, snap.oldest_available_at),
         [r.tenant for r in chart[:CHART_TENANTS]],
+        defaults,
+        columns,
     )
 
 

@@ -11,6 +11,10 @@ than one token are passed over (so other tenants' jobs are claimed instead: with
 ``weighted`` in the stack the tenant is skipped at tenant selection, without it the
 claim's scan walks past the throttled tenant's jobs), and the claim's candidates are
 admitted against the buckets, charged in the claim's transaction.
+
+Its limits are its :class:`~fairsched.policy.Setting` ``rate`` (a queue's default and a
+tenant's own), and a tenant whose bucket holds less than one job is reported throttled
+(its :class:`~fairsched.policy.Throttle`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import psycopg
 from psycopg import sql
 
 from fairsched.errors import InvalidInput
-from fairsched.policy import Admission, BasePolicy
+from fairsched.policy import Admission, BasePolicy, Setting, Throttle
 
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 """The periods a rate may name, in seconds."""
@@ -51,8 +55,9 @@ class Rate:
     period_seconds: int
 
     @classmethod
-    def parse(cls, text: str) -> Rate:
-        """A rate from ``"N/s"``, ``"N/m"``, ``"N/h"`` or ``"N/d"`` (N from 1 to 1,000,000)."""
+    def parse(cls, text: object) -> Rate:
+        """A rate from ``"N/s"``, ``"N/m"``, ``"N/h"`` or ``"N/d"`` (N from 1 to 1,000,000);
+        :class:`InvalidInput` for anything else."""
         match = _RATE.match(text) if isinstance(text, str) else None
         jobs = int(match.group(1)) if match else 0
         if match is None or not 1 <= jobs <= MAX_JOBS:
@@ -91,10 +96,10 @@ _OFF = sql.SQL("""UPDATE fairsched.ratelimits
    SET jobs = NULL, period_seconds = NULL, updated_at = now()
  WHERE queue_name = %(queue)s AND tenant = %(tenant)s AND tenant <> ''""")
 _OFF_DEFAULT = sql.SQL("DELETE FROM fairsched.ratelimits WHERE queue_name = %(queue)s AND tenant = ''")
-_LIST = sql.SQL("""SELECT r.tenant, r.jobs, r.period_seconds
+_LIST = sql.SQL("""SELECT r.queue_name, r.tenant, r.jobs, r.period_seconds
   FROM fairsched.ratelimits AS r
- WHERE r.queue_name = %(queue)s AND r.jobs IS NOT NULL
- ORDER BY r.tenant""")
+ WHERE r.jobs IS NOT NULL
+ ORDER BY r.queue_name, r.tenant""")
 
 
 def rate_set(conn: psycopg.Connection, queue: str, tenant: str | None, rate: Rate | None) -> None:
@@ -108,18 +113,35 @@ def rate_set(conn: psycopg.Connection, queue: str, tenant: str | None, rate: Rat
         conn.execute(_OFF_DEFAULT if tenant is None else _OFF, params)
 
 
-def rates(conn: psycopg.Connection, queue: str) -> tuple[Rate | None, dict[str, Rate]]:
-    """The queue's default limit and every tenant's own limit."""
-    default: Rate | None = None
-    own: dict[str, Rate] = {}
-    for tenant, jobs, period in conn.execute(_LIST, {"queue": queue}).fetchall():
-        rate = Rate(jobs, math.trunc(period))
-        if tenant == DEFAULT:
-            default = rate
-        else:
-            own[tenant] = rate
-    return default, own
+def rates(conn: psycopg.Connection) -> list[tuple[str, str | None, str]]:
+    """Every limit as ``(queue, tenant, "N/u")``, tenant ``None`` for a queue's default."""
+    return [
+        (queue, None if tenant == DEFAULT else tenant, str(Rate(jobs, math.trunc(period))))
+        for queue, tenant, jobs, period in conn.execute(_LIST).fetchall()
+    ]
 
+
+def _rate_write(conn: psycopg.Connection, queue: str, tenant: str | None, rate: str | None) -> None:
+    rate_set(conn, queue, tenant, None if rate is None else Rate.parse(rate))
+
+
+def _rate_parsed(value: object) -> str:
+    return str(Rate.parse(value))
+
+
+RATE = Setting(
+    name="rate",
+    levels=("queue", "tenant"),
+    example="50/s",
+    table="fairsched.ratelimits",
+    parse=_rate_parsed,
+    read=rates,
+    write=_rate_write,
+)
+"""Most jobs claimed per period: a queue's default for its tenants, or a tenant's own."""
+
+THROTTLE = Throttle(level=sql.Identifier("fairsched", "ratelimit_level"), shown_as="rate_budget")
+"""A tenant with less than one token left is throttled; ``tenant show`` gives its level."""
 
 ADMISSION = Admission(
     budget=sql.Identifier("fairsched", "ratelimit_budget"),
@@ -137,3 +159,9 @@ class Ratelimit(BasePolicy):
 
     def admission(self) -> Admission:
         return ADMISSION
+
+    def settings(self) -> tuple[Setting]:
+        return (RATE,)
+
+    def throttle(self) -> Throttle:
+        return THROTTLE

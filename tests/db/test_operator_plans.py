@@ -15,12 +15,14 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
+from fairsched_policies.ratelimit import THROTTLE
 
 from bench.claimbench import ClaimPlan, backlog_build
 from fairsched import Client, QueueSettings
 from fairsched.db.sql import QUERIES
 from fairsched.observe.snapshot import ExporterSettings
 from fairsched.observe.status import BLOCKED_READ, BLOCKED_SHOWN
+from fairsched.policy.owned import level_query, level_signature
 from fairsched.simplan import MAX_JOBS
 from tests.conftest import template_copy
 
@@ -135,6 +137,8 @@ class Operator:
     def text(self) -> str:
         if self.query.startswith("keda"):
             return keda_query("scheduled" if self.query == "keda_delayed_backlog" else QUEUE)
+        if self.query == "exporter_tenant_throttled":  # as a scrape runs it for ratelimit
+            return level_query(QUERIES[self.query], THROTTLE).as_string(None)
         return QUERIES[self.query]
 
 
@@ -189,6 +193,8 @@ def params(backlog: Backlog) -> dict[str, Any]:
         "read_limit": BLOCKED_READ,
         "since": backlog.since,
         "limit": MAX_JOBS,
+        "policies": ["ratelimit"],
+        "functions": [level_signature(THROTTLE)],
     }
 
 
@@ -233,7 +239,7 @@ def test_every_operator_query_is_covered() -> None:
         "exporter_transaction_setup",
         "exporter_transaction_limits",
         "status_queues",  # the queues table
-        "exporter_ratelimit_queues",  # the queues table
+        "exporter_throttle_queues",  # the queues table
         "status_share_totals",  # one pass over tenant_shares: O(tenants)
     }
     assert planned - not_planned == {n for n in OPERATORS if not n.startswith("keda")}

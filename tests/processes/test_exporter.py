@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fairsched_policies.ratelimit import THROTTLE
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from worker_support import free_port
@@ -25,6 +26,7 @@ from fairsched import Client, FailureKind, JobSpec, QueueSettings, Settings
 from fairsched.db.sql import QUERIES
 from fairsched.observe.exporter import ClusterCollector
 from fairsched.observe.snapshot import ExporterSettings, read_snapshot
+from fairsched.policy.owned import level_query, level_signature
 from fairsched.settings import TenantSettings
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -172,12 +174,15 @@ def scrape_buffers(conn: psycopg.Connection) -> tuple[int, list[str]]:
         "near_seconds": LIMITS.near_expiry_seconds,
         "queues": ["q"] * 20,
         "tenants": [f"t{i}" for i in range(20)],
+        "policies": ["ratelimit"],
+        "functions": [level_signature(THROTTLE)],
     }
     total, lines = 0, []
     names = [n for n in QUERIES if n.startswith("exporter_") and n not in NOT_PLANNED]
     assert names
     for name in names:
-        rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + QUERIES[name], params)
+        query = level_query(QUERIES[name], THROTTLE).as_string(None)  # ratelimit's level, as a scrape runs it
+        rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + query, params)
         plan = [r[0] for r in rows]
         lines += plan
         top = next((line for line in plan if "Buffers: shared" in line), "")

@@ -118,24 +118,23 @@ UPDATE fairsched.tenant_shares AS s
  WHERE s.queue_name = p.queue_name AND s.tenant = p.tenant
    AND (s.weight <> 1 OR s.cap IS NOT NULL)
 
--- name: configsync_ratelimits_present
--- Whether the ratelimit policy's table exists (its migrations ran).
-SELECT to_regclass('fairsched.ratelimits') IS NOT NULL
-
--- name: configsync_rates
--- Every rate limit of the ratelimit policy: a queue's default (tenant '') and tenants' own.
-SELECT r.queue_name, r.tenant, r.jobs, r.period_seconds
-  FROM fairsched.ratelimits AS r
- WHERE r.jobs IS NOT NULL
- ORDER BY r.queue_name, r.tenant
+-- name: configsync_relation_present
+-- Whether a policy's table exists (its migrations ran).
+SELECT to_regclass(%(relation)s) IS NOT NULL
 
 -- name: configsync_queue_policies
--- One queue's policy stack, kept from changing until the transaction ends (a rate change).
+-- One queue's policy stack, kept from changing until the transaction ends (a live change
+-- of a policy's setting).
 SELECT policies
   FROM fairsched.queues
  WHERE name = %(name)s
    FOR SHARE
 
--- name: configsync_tenant_budget
--- How many jobs a tenant may start now under its rate limit (NULL: no limit).
-SELECT fairsched.ratelimit_level(%(queue)s, %(tenant)s)
+-- name: configsync_level_present
+-- Whether a policy's level function exists (its migrations ran): "schema"."name"(text, text).
+SELECT to_regprocedure(%(function)s) IS NOT NULL
+
+-- name: configsync_tenant_level
+-- How many jobs a tenant may start now under a policy's limit (NULL: no limit): its level
+-- function (fairsched.policy.Throttle), composed in as level.
+SELECT {level}(%(queue)s, %(tenant)s)

@@ -130,15 +130,18 @@ SELECT t.queue_name, t.tenant, t.weight, t.active, t.claimed_total
   FROM unnest(%(queues)s::text[], %(tenants)s::text[]) AS k(queue_name, tenant)
   JOIN fairsched.tenant_shares t ON t.queue_name = k.queue_name AND t.tenant = k.tenant
 
--- name: exporter_ratelimit_queues
--- The queues whose policy stack has ratelimit, once its table exists (its migrations ran).
-SELECT q.name
-  FROM fairsched.queues q
- WHERE 'ratelimit' = ANY (q.policies) AND to_regclass('fairsched.ratelimits') IS NOT NULL
+-- name: exporter_throttle_queues
+-- The queues whose stack names a policy that reports throttled tenants, with that policy,
+-- once its level function exists (its migrations ran): one row per (queue, policy).
+SELECT q.name, p.policy
+  FROM fairsched.queues AS q
+  JOIN unnest(%(policies)s::text[], %(functions)s::text[]) AS p(policy, function)
+    ON p.policy = ANY (q.policies)
+ WHERE to_regprocedure(p.function) IS NOT NULL
 
 -- name: exporter_tenant_throttled
--- The given (queue, tenant) pairs whose rate limit lets them start no job now (budget below
--- one job): two primary key lookups of fairsched.ratelimits per pair.
+-- The given (queue, tenant) pairs a policy lets start no job now: its level function
+-- (fairsched.policy.Throttle, composed in as level) below one job, one call per pair.
 SELECT k.queue_name, k.tenant
   FROM unnest(%(queues)s::text[], %(tenants)s::text[]) AS k(queue_name, tenant)
- WHERE fairsched.ratelimit_level(k.queue_name, k.tenant) < 1
+ WHERE {level}(k.queue_name, k.tenant) < 1

@@ -1,0 +1,200 @@
+"""The settings and throttles the installed policies own, found by name through the
+registry: what the settings models, ``config apply``/``diff``/``export``, the CLI, the
+client and the reports use instead of naming a policy.
+
+A policy's settings are extra values of :class:`~fairsched.settings.QueueSettings` and
+:class:`~fairsched.settings.TenantSettings` (``None`` when not given), checked here by
+the policy that declares them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, LiteralString
+
+from psycopg import sql
+from pydantic import BaseModel, SerializerFunctionWrapHandler, ValidationError, ValidatorFunctionWrapHandler
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from fairsched.errors import ConfigError, InvalidInput
+from fairsched.policy.interface import Policy, Setting, SettingLevel, Throttle
+
+OFF = "off"
+"""The value that removes a setting."""
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Owned:
+    """A setting and the policy that declares it."""
+
+    policy: str
+    setting: Setting
+
+    @property
+    def name(self) -> str:
+        return self.setting.name
+
+
+def _installed() -> Mapping[str, Policy]:
+    """The registry's policies (imported when asked for: the settings models import this
+    module, and the registry's own imports need them)."""
+    from fairsched.policy.registry import registry
+
+    return registry()
+
+
+def owned_settings() -> dict[str, Owned]:
+    """Every setting the installed policies declare, by name (sorted); refuses a name that
+    is not a lower-case key, that two policies declare, or that a queue's or tenant's
+    settings use themselves."""
+    from fairsched.settings import QueueSettings, TenantSettings
+
+    taken = QueueSettings.model_fields.keys() | TenantSettings.model_fields.keys()
+    found: dict[str, Owned] = {}
+    for policy_name, policy in sorted(_installed().items()):
+        for setting in policy.settings():
+            name = setting.name
+            if not _NAME.match(name) or name in taken:
+                raise ConfigError(
+                    f"policy {policy_name!r} declares a setting {name!r}, which is not a free key"
+                )
+            if name in found:
+                raise ConfigError(
+                    f"policies {found[name].policy!r} and {policy_name!r} both declare a setting {name!r}"
+                )
+            if not setting.levels or not set(setting.levels) <= {"queue", "tenant"}:
+                raise ConfigError(f"policy {policy_name!r}: setting {name!r} has levels {setting.levels!r}")
+            found[name] = Owned(policy_name, setting)
+    return dict(sorted(found.items()))
+
+
+def stack_settings(policies: Sequence[str]) -> list[Owned]:
+    """The settings owned by the policies of a stack, by name."""
+    return [o for o in owned_settings().values() if o.policy in policies]
+
+
+def owned_setting(name: str) -> Owned:
+    """The setting called ``name``; :class:`InvalidInput` naming the known ones otherwise."""
+    found = owned_settings()
+    if name not in found:
+        raise InvalidInput(
+            f"no installed policy owns a setting {name!r} (settings: {', '.join(found) or 'none'})"
+        )
+    return found[name]
+
+
+def value_parsed(owned: Owned, value: object) -> str | None:
+    """A value in its stored form, ``None`` for ``None`` or ``"off"``; :class:`InvalidInput`
+    with the policy's message for anything it refuses."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == OFF):
+        return None
+    try:
+        return owned.setting.parse(value)
+    except ValueError as e:
+        raise InvalidInput(str(e)) from None
+
+
+def throttles(policies: Sequence[str] | None = None) -> list[tuple[str, Throttle]]:
+    """``(policy, throttle)`` of every installed policy that reports throttled tenants
+    (only the policies of ``policies``, when given)."""
+    found = [(name, p.throttle()) for name, p in sorted(_installed().items())]
+    return [(name, t) for name, t in found if t is not None and (policies is None or name in policies)]
+
+
+def level_signature(throttle: Throttle) -> str:
+    """The level function as ``to_regprocedure`` reads it: ``"schema"."name"(text, text)``."""
+    return f"{throttle.level.as_string(None)}(text, text)"
+
+
+def level_query(template: LiteralString, throttle: Throttle) -> sql.Composed:
+    """A named query whose ``{level}`` is the throttle's level function."""
+    return sql.SQL(template).format(level=throttle.level)
+
+
+# -- the settings models --------------------------------------------------------------
+
+
+def owned_value(model: BaseModel, name: str) -> str | None:
+    """The value a queue's or tenant's settings give a policy's setting (``None``: none)."""
+    value: str | None = (model.model_extra or {}).get(name)
+    return value
+
+
+def owned_validated(
+    level: SettingLevel, model: type[BaseModel], data: Any, handler: ValidatorFunctionWrapHandler
+) -> Any:
+    """Validate ``model``'s own fields through ``handler`` and, beside them, the settings
+    the installed policies own at ``level`` (each parsed by its policy; a key neither
+    knows is refused), every bad key in one :class:`ValidationError`."""
+    if not isinstance(data, dict):
+        return handler(data)
+    owned = {n: o for n, o in owned_settings().items() if level in o.setting.levels}
+    fields: dict[str, Any] = {}
+    errors: list[InitErrorDetails] = []
+    for key, value in data.items():
+        if key in model.model_fields:
+            fields[key] = value
+        elif key not in owned:
+            errors.append(InitErrorDetails(type="extra_forbidden", loc=(key,), input=value))
+        elif value is not None and not isinstance(value, str):
+            example = owned[key].setting.example
+            error = PydanticCustomError(
+                "policy_setting_type", f'give a {key} as a string, e.g. "{example}", or "off"'
+            )
+            errors.append(InitErrorDetails(type=error, loc=(key,), input=value))
+        else:
+            try:
+                fields[key] = value_parsed(owned[key], value)
+            except InvalidInput as e:
+                error = PydanticCustomError("policy_setting", str(e))
+                errors.append(InitErrorDetails(type=error, loc=(key,), input=value))
+    try:
+        validated = handler(fields)
+    except ValidationError as e:
+        theirs = [
+            InitErrorDetails(type=PydanticCustomError(d["type"], d["msg"]), loc=d["loc"], input=d["input"])
+            for d in e.errors()
+        ]
+        raise ValidationError.from_exception_data(e.title, [*theirs, *errors]) from None
+    if errors:
+        raise ValidationError.from_exception_data(model.__name__, errors)
+    extra = validated.__pydantic_extra__
+    for name in owned:
+        extra.setdefault(name, None)
+    return validated
+
+
+def owned_dumped(model: BaseModel, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    """``model`` dumped without the policies' settings it gives no value."""
+    dumped: dict[str, Any] = handler(model)
+    for name, value in (model.model_extra or {}).items():
+        if value is None:
+            dumped.pop(name, None)
+    return dumped
+
+
+def owned_given(
+    tenants: Mapping[str, BaseModel], prefix: str, queue: BaseModel | None = None
+) -> dict[str, list[tuple[str, str]]]:
+    """The policies' settings given a value, as ``(name, key)`` pairs per owning policy:
+    the queue's (``queue``) first, then each tenant's (key: ``prefix`` tenant ``.`` name)."""
+    given: dict[str, list[tuple[str, str]]] = {}
+    for name, owned in owned_settings().items():
+        keys = [name] if queue is not None and owned_value(queue, name) else []
+        keys += [f"{prefix}{t}.{name}" for t, s in tenants.items() if owned_value(s, name)]
+        given.setdefault(owned.policy, []).extend((name, key) for key in keys)
+    return {policy: pairs for policy, pairs in given.items() if pairs}
+
+
+def without_policy(given: Sequence[tuple[str, str]], why: str, fix: str) -> PydanticCustomError:
+    """The error of policy settings given where their policy does not apply."""
+    names = ", ".join(dict.fromkeys(name for name, _key in given))
+    return PydanticCustomError(
+        "setting_without_policy",
+        "{keys} given, but {why}: {fix} or remove the {names}",
+        {"keys": ", ".join(key for _name, key in given), "why": why, "fix": fix, "names": names},
+    )
