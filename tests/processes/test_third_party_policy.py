@@ -7,6 +7,9 @@ The policy, ``pause``, keeps its schema in its own migrations, recorded in
 ``fairsched.policy_migrations``: a claim filter that passes over the tenants it lists
 (unless the queue's ``policy_params`` switch it off) and an ``on_finish`` hook that counts
 finished jobs per tenant; on a weighted queue a paused tenant does not hold the others back.
+Its tenant setting ``pause`` (the reason) gets the configuration file, the CLI and the
+client through the generic path of every policy's settings, and a paused tenant is
+reported throttled, as a rate-limited one is.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,3 +279,83 @@ def test_without_the_package_a_queue_naming_the_policy_is_refused_by_name(
         assert worker.proc.poll() is None, worker.output()
         assert statuses(db) == {"pending": 2}
         assert worker.stop() == 0, worker.output()
+
+
+SETTINGS = """
+[queues.probe]
+policies = ["weighted", "pause"]
+
+[queues.probe.tenants.a]
+weight = 2
+pause = "unpaid invoice"
+
+[queues.plain]
+policies = ["fifo"]
+
+[tenants.b]
+pause = " audit "
+"""
+
+
+def paused(db: psycopg.Connection) -> list[tuple[str, str, str]]:
+    return db.execute(
+        "SELECT queue_name, tenant, reason FROM fairsched_pause.paused ORDER BY 1, 2"
+    ).fetchall()
+
+
+def test_the_policys_own_setting_gets_the_config_file_cli_client_and_reports(
+    installed: Installed, fresh_db: str, db: psycopg.Connection
+) -> None:
+    """``pause`` declares a tenant setting and a throttle and nothing else of fairsched
+    knows them: the file applies, diffs and exports it (top-level tenants on the queues
+    with pause only), ``policy setting`` and ``Client.set_policy_setting`` change it
+    live, bad values and wrong places are refused with the policy's words, and a paused
+    tenant with work is throttled in ``status`` and ``tenant show``."""
+    fairsched(installed, fresh_db, "migrate")
+    path = installed.scratch / "settings.toml"
+    path.write_text(SETTINGS)
+    fairsched(installed, fresh_db, "config", "apply", str(path))
+    assert paused(db) == [("probe", "a", "unpaid invoice"), ("probe", "b", "audit")]
+    assert fairsched(installed, fresh_db, "config", "diff", str(path)) == f"{path}: the database matches\n"
+    fewer = installed.scratch / "fewer.toml"
+    fewer.write_text(SETTINGS.replace('[tenants.b]\npause = " audit "\n', ""))
+    removes = "queues.probe.tenants.b.pause: file - | database audit (config apply removes it)"
+    assert fairsched(installed, fresh_db, "config", "diff", str(fewer)).splitlines() == [removes]
+    exported = tomllib.loads(fairsched(installed, fresh_db, "config", "export"))
+    assert exported["queues"]["probe"]["tenants"]["a"] == {"weight": 2.0, "pause": "unpaid invoice"}
+    assert exported["queues"]["probe"]["tenants"]["b"] == {"weight": 1.0, "pause": "audit"}
+    assert "tenants" not in exported["queues"]["plain"]
+
+    out = fairsched(
+        installed, fresh_db, "policy", "setting", "probe", "pause", "maintenance", "--tenant", "c"
+    )
+    assert out == "probe/c: pause maintenance\n"
+    unpause = (
+        "with Client(sys.argv[1]) as c:\n    c.set_policy_setting('probe', 'pause', 'off', tenant='a')\n"
+    )
+    python(installed, "import sys\nfrom fairsched import Client\n" + unpause, fresh_db)
+    assert paused(db) == [("probe", "b", "audit"), ("probe", "c", "maintenance")]
+    assert "weight 1, cap none, pause audit" in fairsched(installed, fresh_db, "policy", "show", "probe")
+
+    before = paused(db)
+    for args, code, words in [
+        (("probe", "pause", "x" * 201, "--tenant", "a"), 2, "give the reason as text of 1 to 200"),
+        (("probe", "pause", "x"), 2, "is set per tenant: give a tenant"),
+        (("probe", "nope", "x", "--tenant", "a"), 2, "no installed policy owns a setting 'nope'"),
+        (("plain", "pause", "x", "--tenant", "a"), 1, "queue plain's policy stack [fifo] has no pause"),
+    ]:
+        done = cli_process(["policy", "setting", *args], installed.env(fresh_db))
+        lines = done.stderr.strip().splitlines()
+        assert (done.returncode, len(lines)) == (code, 1) and words in lines[0], done.stderr
+    path.write_text(SETTINGS + '[queues.plain.tenants.x]\npause = "x"\n')
+    line = refused(installed, fresh_db, "config", "apply", str(path))
+    assert "queues.plain: tenants.x.pause given, but the policy stack [fifo] has no pause" in line, line
+    assert paused(db) == before
+
+    enqueue(installed, fresh_db, {("probe", "b"): 2, ("probe", "d"): 1})
+    status = json.loads(fairsched(installed, fresh_db, "status", "--json"))
+    probe = next(q for q in status["queues"] if q["name"] == "probe")
+    tenants = {t["tenant"]: t for t in probe["tenants"]}
+    assert probe["throttled_tenants"] == 1 and tenants["b"]["throttled"] and not tenants["d"]["throttled"]
+    shown = json.loads(fairsched(installed, fresh_db, "tenant", "show", "probe", "b", "--json"))
+    assert (shown["pause"], shown["pause_level"], shown["throttled"]) == ("audit", 0, True)
