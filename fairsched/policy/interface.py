@@ -22,6 +22,9 @@ extension points (each ``None`` when the policy does not use it):
   transition that moves jobs (enqueue of held jobs, completion, failure, release,
   recovery, cancel, replay), with the jobs as they stand after it; and with a queue's
   settings (:meth:`Policy.reconfigured`);
+- **own settings and report throttling** (:meth:`Policy.settings`,
+  :meth:`Policy.throttle`): values per queue or tenant that config, CLI and API set,
+  and a level that tells the reports a tenant is held back, not starving;
 - **keep its own schema** (:meth:`Policy.migrations`): ``NNN_what.sql`` files that
   ``fairsched migrate`` applies with the engine's, recorded by policy and version;
 - **keep its own state** at enqueue, claim and completion (``on_enqueue``,
