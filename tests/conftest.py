@@ -3,7 +3,8 @@
 The server is ``$FAIRSCHED_TEST_DATABASE_URL`` when set, else an embedded server
 under the system temp directory (its data reused across runs), stopped when the test
 session ends. Each test gets its own database created from a template that holds the
-migrated schema, so tests (including multi-process ones) never see each other's rows.
+migrated schema, so tests (including multi-process ones) never see each other's rows
+(made ahead of the test and dropped behind it: ``database_support.Copies``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import hashlib
 import os
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
+from database_support import Copies, database_copy, with_database
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from worker_support import Workers, running_workers
 
 from fairsched import Client, QueueSettings, Settings
@@ -34,7 +34,6 @@ collect_ignore_glob = ["apps/*.py", "web/readme_screenshot.py"]
 """Handler modules the worker processes import (some configure the process they run in
 at import) and a script: never imported by the doctest collection."""
 
-DB_PREFIX = "fairsched_test_"
 TIERS = ("unit", "db", "processes", "faults", "web")
 
 
@@ -57,13 +56,6 @@ def _server_dsn() -> str:
 
     data_dir = Path(tempfile.gettempdir()) / f"fairsched-test-pg-{os.getuid()}"
     return embedded_dsn(data_dir, database="postgres", keep_running=False)
-
-
-def with_database(dsn: str, dbname: str) -> str:
-    """``dsn`` pointing at another database of the same server."""
-    params = conninfo_to_dict(dsn)
-    params["dbname"] = dbname
-    return make_conninfo(**params)
 
 
 def _migrations_hash() -> str:
@@ -155,34 +147,24 @@ def stale_templates_drop(admin: psycopg.Connection, *, keep: str) -> None:
         admin.execute("RESET lock_timeout")
 
 
+@pytest.fixture(scope="session")
+def template_copies(server_dsn: str, template_db: str) -> Iterator[Copies]:
+    """The tests' copies of the template, made ahead and dropped behind them."""
+    copies = Copies(server_dsn, template_db)
+    try:
+        yield copies
+    finally:
+        copies.close()
+
+
 @pytest.fixture
-def fresh_db(server_dsn: str, template_db: str) -> Iterator[str]:
+def fresh_db(server_dsn: str, template_copies: Copies) -> Iterator[str]:
     """DSN of a new database with the schema applied; dropped after the test."""
-    name = DB_PREFIX + uuid.uuid4().hex[:12]
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                sql.Identifier(name), sql.Identifier(template_db)
-            )
-        )
+    name = template_copies.take()
     try:
         yield with_database(server_dsn, name)
     finally:
-        with psycopg.connect(server_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@contextmanager
-def empty_database(server_dsn: str) -> Iterator[str]:
-    """DSN of a new database without the fairsched schema, dropped afterwards."""
-    name = DB_PREFIX + uuid.uuid4().hex[:12]
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(server_dsn, name)
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        template_copies.give_back(name)
 
 
 @contextmanager
@@ -203,7 +185,7 @@ def template_copy(server_dsn: str, template_db: str, name: str) -> Iterator[str]
 @pytest.fixture
 def empty_db(server_dsn: str) -> Iterator[str]:
     """DSN of a new database without the fairsched schema (migration tests)."""
-    with empty_database(server_dsn) as dsn:
+    with database_copy(server_dsn) as dsn:
         yield dsn
 
 

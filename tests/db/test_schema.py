@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from database_support import database_copy
 from schema_support import engine_release, schema_dump
 
 from fairsched.db.migrate import load_migrations, migrate
-from tests.conftest import empty_database
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "snapshots" / "schema.sql"
 
@@ -39,7 +39,7 @@ def applied_migrations(conn: psycopg.Connection) -> list[tuple[str, str, str]]:
 @pytest.fixture
 def another_empty_db(server_dsn: str) -> Iterator[str]:
     """A second database without the fairsched schema, beside ``empty_db``."""
-    with empty_database(server_dsn) as dsn:
+    with database_copy(server_dsn) as dsn:
         yield dsn
 
 
