@@ -14,13 +14,13 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
-from database_support import Copies, database_copy, with_database
+from database_support import Copies, database_copy, database_drop, with_database
 from psycopg import sql
 from worker_support import Workers, running_workers
 
@@ -167,19 +167,17 @@ def fresh_db(server_dsn: str, template_copies: Copies) -> Iterator[str]:
         template_copies.give_back(name)
 
 
-@contextmanager
-def template_copy(server_dsn: str, template_db: str, name: str) -> Iterator[str]:
-    """DSN of database ``name``, made afresh from the migrated template and dropped
-    afterwards (the plan tests' large backlogs, built once per module)."""
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        create = sql.SQL("CREATE DATABASE {} TEMPLATE {}")
-        admin.execute(create.format(sql.Identifier(name), sql.Identifier(template_db)))
+@pytest.fixture(scope="session")
+def large_backlog(server_dsn: str, template_db: str) -> Iterator[str]:
+    """Name of the database of the plan tests' 1M-job backlog (``backlog_support``),
+    built on first use: a template that they copy, never use directly."""
+    from backlog_support import large_backlog_build  # imports the bench: only where asked for
+
+    name = large_backlog_build(server_dsn, template_db)
     try:
-        yield with_database(server_dsn, name)
+        yield name
     finally:
-        with psycopg.connect(server_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        database_drop(server_dsn, name)
 
 
 @pytest.fixture

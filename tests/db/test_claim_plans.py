@@ -15,6 +15,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from backlog_support import QUEUE, backlog_fill
+from database_support import database_copy
 from psycopg import sql
 from worker_support import wait_for
 
@@ -49,7 +51,6 @@ from fairsched.engine.lease import (
 )
 from fairsched.settings import Settings
 from fairsched.worker.headkeeper import HeadKeeper
-from tests.conftest import template_copy
 
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "snapshots"
 
@@ -127,23 +128,25 @@ def test_a_claim_of_one_takes_the_job_the_general_statement_takes(
     assert set(taken) == {"a", "b", "c", "d"} and taken.count("c") > taken.count("b") > taken.count("a")
 
 
-def _backlog(server_dsn: str, template_db: str, jobs: int) -> Iterator[psycopg.Connection]:
-    with template_copy(server_dsn, template_db, f"fairsched_test_claim_plans_{jobs}") as dsn:
-        with Client(dsn) as client:
-            client.declare_queue("big", QueueSettings())
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            backlog_build(conn, "big", jobs=jobs, tenants=1000, aggregates=10_000)
-            yield conn
+def _backlog(dsn: str) -> Iterator[psycopg.Connection]:
+    """A connection to the backlog in ``dsn`` (``backlog_support``: queue "big", which the
+    tests name), its queue on the default stack."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        queue_policies_set(conn, QUEUE, QueueSettings().policies)
+        yield conn
 
 
 @pytest.fixture(scope="module")
 def small(server_dsn: str, template_db: str) -> Iterator[psycopg.Connection]:
-    yield from _backlog(server_dsn, template_db, 10_000)
+    with database_copy(server_dsn, template_db) as dsn:
+        backlog_fill(dsn, 10_000)
+        yield from _backlog(dsn)
 
 
 @pytest.fixture(scope="module")
-def large(server_dsn: str, template_db: str) -> Iterator[psycopg.Connection]:
-    yield from _backlog(server_dsn, template_db, 1_000_000)
+def large(server_dsn: str, large_backlog: str) -> Iterator[psycopg.Connection]:
+    with database_copy(server_dsn, large_backlog) as dsn:
+        yield from _backlog(dsn)
 
 
 def assert_index_ordered(plan: ClaimPlan, names: tuple[str, ...], limit: int) -> None:

@@ -15,22 +15,22 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
+from backlog_support import LARGE_JOBS, QUEUE, TENANTS, backlog_fill
+from database_support import database_copy
 from fairsched_policies.ratelimit import THROTTLE
 
-from bench.claimbench import ClaimPlan, backlog_build
+from bench.claimbench import ClaimPlan
 from fairsched import Client, QueueSettings
 from fairsched.db.sql import QUERIES
 from fairsched.observe.snapshot import ExporterSettings
 from fairsched.observe.status import BLOCKED_READ, BLOCKED_SHOWN
 from fairsched.policy.owned import level_query, level_signature
 from fairsched.simplan import MAX_JOBS
-from tests.conftest import template_copy
 
 K8S = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 
-QUEUE = "emails"
-"""The backlog's queue: the one the KEDA ScaledObject's query names."""
-TENANTS = 1000
+KEDA_QUEUE = "emails"
+"""The queue the KEDA ScaledObject's query names (the tests ask it of the backlog's)."""
 WHALE = 12_000
 """Claimable jobs, and as many delayed ones, of tenant ``whale``: more than the count limit."""
 DEAD = 12_000
@@ -76,22 +76,20 @@ class Backlog:
     """Between the backlog's creation and the recent jobs'."""
 
 
-def _backlog(server_dsn: str, template_db: str, jobs: int) -> Iterator[Backlog]:
-    with template_copy(server_dsn, template_db, f"fairsched_test_operator_plans_{jobs}") as dsn:
-        with Client(dsn) as client:
-            client.declare_queue(QUEUE, QueueSettings(policies=["weighted", "serial"]))
-            client.declare_queue("quiet", QueueSettings())
-            client.declare_queue("scheduled", QueueSettings())
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            backlog_build(conn, QUEUE, jobs=jobs, tenants=TENANTS, aggregates=10_000)
-            for statement in EXTRAS:
-                conn.execute(statement, {"queue": QUEUE, "jobs": jobs, "whale": WHALE, "dead": DEAD})
-            since = _one(conn, "SELECT clock_timestamp()")
-            conn.execute(RECENT, {"queue": QUEUE, "count": RECENT_JOBS})
-            conn.execute("VACUUM ANALYZE fairsched.jobs")
-            conn.execute("VACUUM ANALYZE fairsched.aggregates")
-            conn.execute("SET jit = off")
-            yield Backlog(conn, since)
+def _backlog(dsn: str, jobs: int) -> Iterator[Backlog]:
+    """The operator's additions to a backlog of ``jobs`` jobs (``backlog_fill``) in ``dsn``."""
+    with Client(dsn) as client:
+        client.declare_queue("quiet", QueueSettings())
+        client.declare_queue("scheduled", QueueSettings())
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in EXTRAS:
+            conn.execute(statement, {"queue": QUEUE, "jobs": jobs, "whale": WHALE, "dead": DEAD})
+        since = _one(conn, "SELECT clock_timestamp()")
+        conn.execute(RECENT, {"queue": QUEUE, "count": RECENT_JOBS})
+        conn.execute("VACUUM ANALYZE fairsched.jobs")
+        conn.execute("VACUUM ANALYZE fairsched.aggregates")
+        conn.execute("SET jit = off")
+        yield Backlog(conn, since)
 
 
 def _one(conn: psycopg.Connection, query: str) -> Any:
@@ -102,12 +100,15 @@ def _one(conn: psycopg.Connection, query: str) -> Any:
 
 @pytest.fixture(scope="module")
 def small(server_dsn: str, template_db: str) -> Iterator[Backlog]:
-    yield from _backlog(server_dsn, template_db, 100_000)
+    with database_copy(server_dsn, template_db) as dsn:
+        backlog_fill(dsn, 100_000)
+        yield from _backlog(dsn, 100_000)
 
 
 @pytest.fixture(scope="module")
-def large(server_dsn: str, template_db: str) -> Iterator[Backlog]:
-    yield from _backlog(server_dsn, template_db, 1_000_000)
+def large(server_dsn: str, large_backlog: str) -> Iterator[Backlog]:
+    with database_copy(server_dsn, large_backlog) as dsn:
+        yield from _backlog(dsn, LARGE_JOBS)
 
 
 def keda_query(queue: str = QUEUE) -> str:
@@ -115,8 +116,8 @@ def keda_query(queue: str = QUEUE) -> str:
     documents = yaml.safe_load_all((K8S / "keda-scaledobject.yaml").read_text("utf-8"))
     scaled = next(d for d in documents if d["kind"] == "ScaledObject")
     query = str(scaled["spec"]["triggers"][0]["metadata"]["query"])
-    assert f"'{QUEUE}'" in query
-    return query.replace(f"'{QUEUE}'", f"'{queue}'")
+    assert f"'{KEDA_QUEUE}'" in query
+    return query.replace(f"'{KEDA_QUEUE}'", f"'{queue}'")
 
 
 LIMITS = ExporterSettings()
