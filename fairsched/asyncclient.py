@@ -19,7 +19,14 @@ from psycopg_pool import AsyncConnectionPool
 
 from fairsched.client import Client, ClientBase
 from fairsched.db.bridge import run_async
-from fairsched.db.connection import caller_connection, connect, make_async_pool, operation, translate
+from fairsched.db.connection import (
+    POOL_OPEN_TIMEOUT_SECONDS,
+    caller_connection,
+    connect,
+    make_async_pool,
+    operation,
+    translate,
+)
 from fairsched.engine import cancel as cancel_ops
 from fairsched.engine import claim as claim_mod
 from fairsched.engine import dead, prune, recovery
@@ -76,7 +83,7 @@ class AsyncClient(ClientBase[AsyncConnectionPool]):
         if not self._opened:
             try:
                 with operation("pool_open"):
-                    await self._pool.open(wait=True, timeout=15)
+                    await self._pool.open(wait=True, timeout=POOL_OPEN_TIMEOUT_SECONDS)
             except DatabaseError:
                 await self._pool.close()
                 self._pool = self._new_pool()

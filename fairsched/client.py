@@ -13,7 +13,15 @@ from psycopg_pool import ConnectionPool
 
 from fairsched import bounds, tracing
 from fairsched.config.sync import queue_declare, queues_declare
-from fairsched.db.connection import Role, caller_connection, connect, make_pool, operation, translate
+from fairsched.db.connection import (
+    POOL_OPEN_TIMEOUT_SECONDS,
+    Role,
+    caller_connection,
+    connect,
+    make_pool,
+    operation,
+    translate,
+)
 from fairsched.db.migrate import migrate
 from fairsched.engine import claim as claim_mod
 from fairsched.engine import enqueue, retry
@@ -108,7 +116,7 @@ class Client(Operations, ClientBase[ConnectionPool]):
         if not self._opened:
             try:
                 with operation("pool_open"):
-                    self._pool.open(wait=True, timeout=15)
+                    self._pool.open(wait=True, timeout=POOL_OPEN_TIMEOUT_SECONDS)
             except DatabaseError:
                 self._pool.close()
                 self._pool = self._new_pool()

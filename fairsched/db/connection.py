@@ -31,6 +31,9 @@ from fairsched.settings import Settings
 
 CONNECT_TIMEOUT_SECONDS = 10
 """How long opening a connection may take when the DSN sets no ``connect_timeout``."""
+POOL_OPEN_TIMEOUT_SECONDS = 15.0
+"""How long a client's first use waits for its pool's first connection, before it asks
+the server why there is none."""
 
 _PASSWORD = re.compile(r"(password=|://[^:/@\s]*:)[^@\s]*", re.IGNORECASE)
 

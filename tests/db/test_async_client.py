@@ -14,7 +14,7 @@ import psycopg2
 import pytest
 import pytest_asyncio
 
-from fairsched import AsyncClient, Client, JobSpec, QueueSettings, Settings
+from fairsched import AsyncClient, Client, JobSpec, QueueSettings, Settings, asyncclient
 from fairsched.engine.composer import compose_claim
 from fairsched.errors import DatabaseUnavailable, InvalidInput, JobNotFound, UnknownQueue
 from fairsched.policy.registry import registry
@@ -292,7 +292,10 @@ async def test_the_pools_sessions_are_the_sync_clients(aclient: AsyncClient) -> 
         assert await (await conn.execute("SHOW idle_in_transaction_session_timeout")).fetchone() == ("10s",)
 
 
-async def test_a_database_that_cannot_be_reached_is_named_with_the_servers_reason(fresh_db: str) -> None:
+async def test_a_database_that_cannot_be_reached_is_named_with_the_servers_reason(
+    fresh_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(asyncclient, "POOL_OPEN_TIMEOUT_SECONDS", 1.0)  # the pool gives up sooner
     missing = fresh_db.replace("dbname=", "dbname=nosuch_")
     client = AsyncClient(missing)
     with pytest.raises(DatabaseUnavailable, match="does not exist"):
