@@ -1,4 +1,4 @@
-"""The plan tests' large backlog: a million jobs, built once per test session.
+"""The plan tests' large backlog: a million jobs, built once per test run.
 
 Building it takes the better part of a minute; copying a database takes seconds. The
 ``large_backlog`` fixture (tests/conftest.py) builds it on first use as a template, and
@@ -6,12 +6,15 @@ each plan module (tests/db/test_claim_plans.py, tests/db/test_operator_plans.py,
 tests/web/test_page_plans.py) takes a copy and adds what it needs: its other queues,
 dead jobs, delayed ones, history, then VACUUM ANALYZE. Their smaller backlogs come from
 :func:`backlog_fill` too, so both sizes differ only in their number of jobs.
+
+The processes of one run (pytest-xdist's workers) share it: :class:`LargeBacklog`.
 """
 
 from __future__ import annotations
 
 import psycopg
-from database_support import database_create, database_drop, with_database
+from database_support import DB_PREFIX, database_create, database_drop, with_database
+from psycopg import sql
 
 from bench.claimbench import backlog_build
 from fairsched import Client, QueueSettings
@@ -33,12 +36,41 @@ def backlog_fill(dsn: str, jobs: int) -> None:
         backlog_build(conn, QUEUE, jobs=jobs, tenants=TENANTS, aggregates=AGGREGATES)
 
 
-def large_backlog_build(server_dsn: str, template_db: str) -> str:
-    """A new copy of ``template_db`` holding the :data:`LARGE_JOBS` backlog; its name."""
-    name = database_create(server_dsn, template_db)
-    try:
-        backlog_fill(with_database(server_dsn, name), LARGE_JOBS)
-    except BaseException:
-        database_drop(server_dsn, name)
-        raise
-    return name
+class LargeBacklog:
+    """The :data:`LARGE_JOBS` backlog of test run ``run_id``, shared by its processes: the
+    first to ask builds it (the others wait on a build lock, then find it), and each holds
+    a shared lock on it while its tests may copy it; the last to let go drops it."""
+
+    def __init__(self, server_dsn: str, template_db: str, run_id: str) -> None:
+        self.name = f"{DB_PREFIX}backlog_{run_id[:12]}"
+        self._server = server_dsn
+        self._held = psycopg.connect(server_dsn, autocommit=True)
+        self._held.execute("SELECT pg_advisory_lock_shared(hashtext(%s), 1)", [self.name])
+        try:
+            with psycopg.connect(server_dsn, autocommit=True) as admin:
+                admin.execute("SELECT pg_advisory_lock(hashtext(%s), 2)", [self.name])
+                if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [self.name]).fetchone():
+                    self._build(admin, template_db)
+        except BaseException:
+            self._held.close()
+            raise
+
+    def _build(self, admin: psycopg.Connection, template_db: str) -> None:
+        """Fill a new copy of the template, then give it the backlog's name: a build that
+        failed half way is never found."""
+        building = database_create(self._server, template_db)
+        try:
+            backlog_fill(with_database(self._server, building), LARGE_JOBS)
+            rename = sql.SQL("ALTER DATABASE {} RENAME TO {}")
+            admin.execute(rename.format(sql.Identifier(building), sql.Identifier(self.name)))
+        except BaseException:
+            database_drop(self._server, building)
+            raise
+
+    def close(self) -> None:
+        """Let go of the backlog; drop it unless another process still holds it."""
+        with self._held:
+            self._held.execute("SELECT pg_advisory_unlock_shared(hashtext(%s), 1)", [self.name])
+            last = self._held.execute("SELECT pg_try_advisory_lock(hashtext(%s), 1)", [self.name]).fetchone()
+            if last == (True,):
+                database_drop(self._server, self.name)

@@ -13,6 +13,7 @@ import hashlib
 import os
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
-from database_support import Copies, database_copy, database_drop, with_database
+from database_support import Copies, database_copy, with_database
 from psycopg import sql
 from worker_support import Workers, running_workers
 
@@ -170,14 +171,16 @@ def fresh_db(server_dsn: str, template_copies: Copies) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def large_backlog(server_dsn: str, template_db: str) -> Iterator[str]:
     """Name of the database of the plan tests' 1M-job backlog (``backlog_support``),
-    built on first use: a template that they copy, never use directly."""
-    from backlog_support import large_backlog_build  # imports the bench: only where asked for
+    built on first use and shared by pytest-xdist's workers: a template that they copy,
+    never use directly."""
+    from backlog_support import LargeBacklog  # imports the bench: only where asked for
 
-    name = large_backlog_build(server_dsn, template_db)
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex  # one per run
+    backlog = LargeBacklog(server_dsn, template_db, run)
     try:
-        yield name
+        yield backlog.name
     finally:
-        database_drop(server_dsn, name)
+        backlog.close()
 
 
 @pytest.fixture
