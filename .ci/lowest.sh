@@ -16,7 +16,7 @@ python3 -m venv --clear .venv-lowest
     --resolution lowest-direct -e '.[binary,test]'
 
 echo "lowest direct versions installed:"
-.venv-lowest/bin/pip list 2>/dev/null | grep -iE '^(psycopg|psycopg[-_]binary|psycopg[-_]pool|pydantic|pydantic[-_]settings|typer|click|rich|prometheus[-_]client|embedded[-_]postgres|pytest|pytest[-_]timeout|hypothesis|ruff|mypy|pyyaml|opentelemetry[-_]api|opentelemetry[-_]sdk|greenlet|pytest[-_]asyncio|fastapi|starlette|httpx|django|sqlalchemy|psycopg2[-_]binary|cronsim|jinja2|uvicorn|playwright) '
+.venv-lowest/bin/pip list 2>/dev/null | grep -iE '^(psycopg|psycopg[-_]binary|psycopg[-_]pool|pydantic|pydantic[-_]settings|typer|click|rich|prometheus[-_]client|embedded[-_]postgres|pytest|pytest[-_]timeout|pytest[-_]xdist|hypothesis|ruff|mypy|pyyaml|opentelemetry[-_]api|opentelemetry[-_]sdk|greenlet|pytest[-_]asyncio|fastapi|starlette|httpx|django|sqlalchemy|psycopg2[-_]binary|cronsim|jinja2|uvicorn|playwright) '
 
 [ "$#" -gt 0 ] || set -- tests/unit tests/db
 status=0

@@ -184,8 +184,10 @@ def large_backlog(server_dsn: str, template_db: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def empty_db(server_dsn: str) -> Iterator[str]:
-    """DSN of a new database without the fairsched schema (migration tests)."""
+def empty_db(server_dsn: str, template_db: str) -> Iterator[str]:
+    """DSN of a new database without the fairsched schema (migration tests). After the
+    template: on a new server, the migrations' roles are created there first, not by two
+    processes (pytest-xdist's workers) at once."""
     with database_copy(server_dsn) as dsn:
         yield dsn
 
