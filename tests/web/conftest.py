@@ -1,4 +1,4 @@
-"""Browser fixtures: one Chromium per session, a logged-in page per test that records
+"""Browser fixtures: one Chromium per module, a logged-in page per test that records
 console errors, and a screenshot of the page when a test fails (its path is printed)."""
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """One Chromium per test module: Playwright's sync API holds an event loop in this
+    thread until it stops, which asyncio tests that come after it in this process (the
+    order pytest-xdist gives them) could not run beside."""
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
         yield browser
