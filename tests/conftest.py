@@ -9,6 +9,7 @@ migrated schema, so tests (including multi-process ones) never see each other's 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import tempfile
@@ -47,6 +48,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("unit")
         elif folder in TIERS:
             item.add_marker(folder)
+
+
+@pytest.fixture(autouse=True)
+def faults_alone(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Under pytest-xdist, a test of the faults tier runs while no other test does: it
+    kills, stops and starves processes against leases and deadlines that a second busy
+    process would stretch. The other tests share a lock file; a fault test takes it
+    alone, through a turnstile that holds back the next shared takers meanwhile."""
+    if not hasattr(request.config, "workerinput"):
+        yield
+        return
+    root = tmp_path_factory.getbasetemp().parent  # the workers' common folder
+    alone = request.node.get_closest_marker("faults") is not None
+    mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
+    with (root / "faults.turnstile").open("a") as turnstile, (root / "faults.lock").open("a") as lock:
+        fcntl.flock(turnstile, mode)
+        fcntl.flock(lock, mode)
+        if not alone:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield
 
 
 def _server_dsn() -> str:
