@@ -6,15 +6,5 @@ declares ``rate`` parses, stores and refuses its values."""
 
 from __future__ import annotations
 
-import psycopg
-
-from fairsched.config.policysettings import QueueValues, stored_values
-from fairsched.policy.owned import owned_setting
-
 RATE = "rate"
 """The setting's name, in the configuration file and on the command line."""
-
-
-def stored_rates(conn: psycopg.Connection) -> dict[str, QueueValues]:
-    """Every queue's stored rates (none when the owning policy's table does not exist)."""
-    return stored_values(conn, owned_setting(RATE))

@@ -18,13 +18,15 @@ from policies_support import declare, fill
 from prometheus_client import CollectorRegistry
 
 from fairsched import Client, QueueSettings, Settings
-from fairsched.config import rates as configrates
 from fairsched.config import sync as configsync
 from fairsched.config.compare import diff, export_toml
+from fairsched.config.policysettings import stored_values
+from fairsched.config.rates import RATE
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
 from fairsched.observe.exporter import ClusterCollector
 from fairsched.observe.snapshot import ExporterSettings
 from fairsched.observe.status import read_status
+from fairsched.policy.owned import owned_setting
 from fairsched.settings import TenantSettings, load_settings
 
 CONFIG = """
@@ -399,6 +401,6 @@ def test_reports_work_without_the_ratelimit_table(
     with client.connection() as conn:
         assert read_status(conn, Settings(), ExporterSettings()).queues
         assert configsync.database_settings(conn)["rl"].rate is None
-        assert configrates.stored_rates(conn) == {}
+        assert stored_values(conn, owned_setting(RATE)) == {}
     with pytest.raises(Exception, match="run `fairsched migrate`"):
         client.set_tenant_rate("rl", "slow", "5/s")
