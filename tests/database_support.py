@@ -9,6 +9,7 @@ a thread of its own, so a test waits for neither.
 from __future__ import annotations
 
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -53,6 +54,10 @@ def database_copy(server_dsn: str, template: str | None = None) -> Iterator[str]
         database_drop(server_dsn, name)
 
 
+DROPS_BEHIND = 32
+"""Copies a process may leave to drop: fast tests must not pile up databases on the server."""
+
+
 class Copies:
     """Copies of ``template``, one made ahead of the test that takes it (on a thread of
     its own), dropped behind the test that gives it back (on another)."""
@@ -63,7 +68,7 @@ class Copies:
         self._maker = ThreadPoolExecutor(1, thread_name_prefix="test-db-maker")
         self._dropper = ThreadPoolExecutor(1, thread_name_prefix="test-db-dropper")
         self._next: Future[str] | None = None
-        self._drops: list[Future[None]] = []
+        self._drops: deque[Future[None]] = deque()
 
     def _make(self) -> Future[str]:
         return self._maker.submit(database_create, self._server, self._template)
@@ -80,8 +85,12 @@ class Copies:
         return name
 
     def give_back(self, name: str) -> None:
-        """Drop copy ``name`` (sessions still on it are ended), without waiting for it."""
+        """Drop copy ``name`` (sessions still on it are ended), without waiting for it
+        unless :data:`DROPS_BEHIND` drops are still to finish (then for the oldest; its
+        failure reaches this test)."""
         self._drops.append(self._dropper.submit(database_drop, self._server, name))
+        while len(self._drops) > DROPS_BEHIND:
+            self._drops.popleft().result()
 
     def close(self) -> None:
         """Drop the copy made ahead and wait for every drop; raise the first that failed."""
