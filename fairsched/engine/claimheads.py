@@ -18,7 +18,10 @@ table when they do not.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import psycopg
+from psycopg import sql
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
@@ -49,33 +52,43 @@ DEFAULT_HEAD = ClaimHead(
 """The head of :data:`DEFAULT_ORDER` (``013_default_claim_head.sql``)."""
 
 
-def heads() -> list[ClaimHead]:
+def heads() -> tuple[ClaimHead, ...]:
     """Every head kept: the default order's, then each installed policy's and tenant
     order's floor, in the registry's order."""
     kept = [DEFAULT_HEAD]
     for policy in registry().values():
         order = policy.tenant_order()
         kept += [h for h in (policy.claim_head(), order.floor if order else None) if h is not None]
-    return kept
+    return tuple(kept)
+
+
+@lru_cache(maxsize=8)
+def _behind(kept: tuple[ClaimHead, ...]) -> sql.Composed:
+    """One read-only statement for every head of ``kept``: ``(head, queue_name)`` of the
+    queues it is behind on, ``head`` its index in ``kept``."""
+    return sql.SQL("\nUNION ALL\n").join(
+        sql.SQL("SELECT {} AS head, b.queue_name FROM ({}) AS b").format(sql.Literal(n), sql.SQL(h.behind))
+        for n, h in enumerate(kept)
+    )
 
 
 def heads_refresh(conn: psycopg.Connection) -> int:
     """Raise the claim heads and floors that sit below their queue's lowest live key.
 
-    For each head a read-only look finds the queues behind; each of their refreshes is
-    its own short transaction (a function of the head's owner): lock the row (skipped
+    One read-only look finds, for every head, the queues behind; each of their refreshes
+    is its own short transaction (a function of the head's owner): lock the row (skipped
     while a transaction that makes jobs pending or activates a tenant holds it), then read
     from the current head on. Returns how many heads were raised (a queue's heads of two
     job orders count two). ``conn`` must be in autocommit mode.
     """
+    kept = heads()
+    with operation("claim_heads_behind"):
+        behind = conn.execute(_behind(kept)).fetchall()
     refreshed = 0
-    for head in heads():
-        with operation("claim_heads_behind"):
-            behind = [row[0] for row in conn.execute(head.behind).fetchall()]
-        for queue in behind:
-            with operation("claim_heads_refresh"):
-                row = conn.execute(head.refresh, {"queue": queue}).fetchone()
-            refreshed += bool(row and row[0])
+    for n, queue in behind:
+        with operation("claim_heads_refresh"):
+            row = conn.execute(kept[n].refresh, {"queue": queue}).fetchone()
+        refreshed += bool(row and row[0])
     return refreshed
 
 
