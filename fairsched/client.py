@@ -28,6 +28,7 @@ from fairsched.engine import enqueue, retry
 from fairsched.engine import lease as lease_ops
 from fairsched.engine.enqueue import JobSpec
 from fairsched.engine.lease import FailureKind, Lease
+from fairsched.engine.stackfunctions import stored_stacks_install
 from fairsched.errors import DatabaseError, InvalidInput
 from fairsched.operations import Operations
 from fairsched.settings import QueueSettings, Settings, load_settings
@@ -176,9 +177,12 @@ class Client(Operations, ClientBase[ConnectionPool]):
 
     def migrate(self) -> list[str]:
         """Apply pending migrations on a connection of their own (no lock wait limit: a
-        second run waits for the first); returns the names applied."""
+        second run waits for the first), then install the functions of every stored
+        queue's policy stack that an upgrade changed; returns the names applied."""
         with connect(self.dsn, role=Role.MIGRATIONS, settings=self.settings) as conn:
-            return migrate(conn)
+            applied = migrate(conn)
+            stored_stacks_install(conn)
+            return applied
 
     def declare_queue(self, name: str, queue: QueueSettings | None = None) -> QueueSettings:
         """Create a queue, or change the settings of an existing one that ``queue`` was

@@ -1,7 +1,8 @@
-"""Enqueue: validate jobs, then insert a batch in one statement (with NOTIFY when enabled,
-and the tenants' activation when a policy orders tenants). A batch with jobs a policy
-holds back runs in a transaction: the policy locks and checks them first, and settles
-them after the insert."""
+"""Enqueue: validate jobs, then insert a batch in one statement, the queue's stack's
+enqueue function (:mod:`fairsched.engine.stackstatements`: the policies' columns, NOTIFY
+when enabled, the tenant order's activation). A batch with jobs a policy holds back runs
+in a transaction: the policy locks and checks them first, and settles them after the
+insert."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ from fairsched import bounds, tracing
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.settle import settle_jobs
-from fairsched.errors import InvalidInput, PayloadTooLarge, UnknownQueue
+from fairsched.engine.stackfunctions import STACK_CHANGED, enqueue_function, stack_function_ready
+from fairsched.engine.stackstatements import activates_at_enqueue
+from fairsched.errors import DatabaseError, InvalidInput, PayloadTooLarge, UnknownQueue
 from fairsched.policy import BasePolicy, JobState
-from fairsched.policy.registry import queue_stack
+from fairsched.policy.registry import QueueStack, forget_stacks, queue_stack
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")
 MAX_TENANT_CHARS = 128
@@ -191,9 +194,12 @@ def _days(span: timedelta) -> str:
 def jobs_enqueue(
     conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec], *, max_payload_bytes: int
 ) -> list[int]:
-    """Insert ``jobs`` on ``queue`` in one statement; one id per job, in order.
+    """Insert ``jobs`` on ``queue`` in one statement, the stack's enqueue function; one id
+    per job, in order.
 
-    Runs on ``conn`` as it is: inside the caller's transaction when there is one.
+    Runs on ``conn`` as it is: inside the caller's transaction when there is one. A
+    queue whose stack changed since this process read it is read again and, outside a
+    caller's transaction, the batch is inserted the new stack's way.
     """
     check_queue_name(queue)
     checked = list(jobs)
@@ -212,23 +218,38 @@ def jobs_enqueue(
         "idempotency_keys": [j.idempotency_key for j in checked],
         "trace_context": _jsonb_or_none(tracing.carrier()),
     }
-    stack = queue_stack(conn, queue)
+    outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    try:
+        return _enqueue(conn, queue_stack(conn, queue), checked, params)
+    except DatabaseError as error:
+        if STACK_CHANGED not in str(error):
+            raise
+        forget_stacks()
+        if not outermost:
+            raise
+    return _enqueue(conn, queue_stack(conn, queue), checked, params)
+
+
+def _enqueue(
+    conn: psycopg.Connection, stack: QueueStack, checked: Sequence[JobSpec], params: dict[str, object]
+) -> list[int]:
+    """The batch inserted the way ``stack`` asks: held jobs locked and checked first and
+    settled after, like the pending jobs of a tenant order that does not learn of them in
+    the insert itself; the policies' hooks in the same transaction."""
+    queue = stack.queue
     holders = [p for p in stack.policies if p.holds]
     held = bool(holders) and any(j.aggregate_key is not None for j in checked)
+    activates = not held and activates_at_enqueue(stack.names)
+    settled = held or (stack.tenant_ordered and not activates)
     hooked = any(type(p).on_enqueue is not BasePolicy.on_enqueue for p in stack.policies)
-    # One statement on its own, activation included, unless held jobs must be settled
-    # after the insert or a policy's hook runs in the enqueuing transaction.
-    params |= {"held": held, "activate": stack.tenant_ordered and not held}
-    with conn.transaction() if held or hooked else nullcontext():
+    with conn.transaction() if settled or hooked else nullcontext():
         if held:
             for policy in holders:
                 policy.hold(conn, queue, checked)
-        ids, statuses = _insert(conn, queue, checked, params)
-        if held:
+        ids, statuses = _insert(conn, stack, checked, {**params, "activate": activates})
+        if settled:
             inserted = [
-                JobState(
-                    job_id, job.tenant, status, status == "waiting", job.aggregate_key, job.run_at or _NOW
-                )
+                JobState(job_id, job.tenant, status, job.aggregate_key, job.run_at or _NOW)
                 for job_id, job, status in zip(ids, checked, statuses, strict=True)
                 if status is not None
             ]
@@ -240,16 +261,17 @@ def jobs_enqueue(
 
 def _insert(
     conn: psycopg.Connection,
-    queue: str,
+    stack: QueueStack,
     checked: Sequence[JobSpec],
     params: dict[str, Any],
 ) -> tuple[list[int], list[str | None]]:
     """Ids of the jobs, in order, and the status each was inserted with (``None`` where
     its idempotency key found an existing job)."""
+    statement = stack_function_ready(conn, enqueue_function(stack.names))
     with operation("jobs_enqueue"):
-        rows = conn.execute(QUERIES["jobs_enqueue"], params).fetchall()
+        rows = conn.execute(statement, params).fetchall()
         if not rows:
-            raise UnknownQueue(queue)
+            raise UnknownQueue(stack.queue)
         ids: list[int | None] = [row[0] for row in rows]
         statuses: list[str | None] = [row[3] for row in rows]
         missing = [i for i, job_id in enumerate(ids) if job_id is None]
@@ -258,7 +280,7 @@ def _insert(
             found = conn.execute(
                 QUERIES["jobs_find_by_idempotency_key"],
                 {
-                    "queue": queue,
+                    "queue": stack.queue,
                     "tenants": [checked[i].tenant for i in missing],
                     "idempotency_keys": [checked[i].idempotency_key for i in missing],
                 },

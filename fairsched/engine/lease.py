@@ -23,6 +23,8 @@ from fairsched import metrics
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.settle import jobs_settle, settle_needed, settling
+from fairsched.engine.stackfunctions import StackFunction, complete_function, stack_function_ready
+from fairsched.policy.registry import queue_stack
 
 if TYPE_CHECKING:
     from psycopg._cursor_base import BaseCursor  # the cursor type row factories take
@@ -109,33 +111,53 @@ def lease_renew(conn: psycopg.Connection, lease: Lease, progress: Any) -> dateti
 
 
 def leases_complete(conn: psycopg.Connection, leases: Sequence[Lease]) -> set[int]:
-    """Mark leases succeeded in one statement; returns the ids whose lease held.
+    """Mark leases succeeded, one statement per policy stack among their queues (one in
+    all, usually); returns the ids whose lease held.
 
-    All leases must share one owner.
+    All leases must share one owner. A stack whose tenant order settles at completion
+    completes through its own function (:mod:`fairsched.engine.stackstatements`), the
+    others through the engine's ``fairsched.leases_complete``.
     """
     if not leases:
         return set()
     owners = {lease.owner for lease in leases}
     if len(owners) != 1:
         raise ValueError("leases_complete takes leases of a single owner")
-    # The statement settles what the tenant order counted itself: a transaction only for
-    # held jobs' policies and policies' on_finish hooks.
-    needed = settle_needed(
-        conn, {lease.queue for lease in leases}, tenant_order_settled=True, held=in_aggregates(leases)
-    )
-    with settling(conn, needed):
-        with operation("leases_complete"):
-            rows = conn.execute(
-                QUERIES["leases_complete"],
-                {
-                    "ids": [lease.id for lease in leases],
-                    "tokens": [lease.token for lease in leases],
-                    "owner": owners.pop(),
-                },
-            ).fetchall()
-        done = {row[0] for row in rows}
-        if needed:
-            jobs_settle(conn, sorted(done), tenant_order_settled=True)
+    queues = {lease.queue for lease in leases}
+    functions = {queue: complete_function(queue_stack(conn, queue).names) for queue in queues}
+    groups: dict[StackFunction | None, list[Lease]] = {}
+    for lease in leases:
+        groups.setdefault(functions[lease.queue], []).append(lease)
+    # A transaction only for held jobs' policies, policies' on_finish hooks, and tenant
+    # orders that settle what they counted after the statement.
+    needed = {
+        function: settle_needed(
+            conn,
+            {lease.queue for lease in group},
+            tenant_order_settled=function is not None,
+            held=in_aggregates(group),
+        )
+        for function, group in groups.items()
+    }
+    done: set[int] = set()
+    with settling(conn, any(needed.values())):
+        for function, group in groups.items():
+            statement = (
+                QUERIES["leases_complete"] if function is None else stack_function_ready(conn, function)
+            )
+            with operation("leases_complete"):
+                rows = conn.execute(
+                    statement,
+                    {
+                        "ids": [lease.id for lease in group],
+                        "tokens": [lease.token for lease in group],
+                        "owner": lease.owner,
+                    },
+                ).fetchall()
+            completed = {row[0] for row in rows}
+            if needed[function]:
+                jobs_settle(conn, sorted(completed), tenant_order_settled=function is not None)
+            done |= completed
     for lease in leases:
         if lease.id not in done:
             metrics.STALE_COMPLETIONS.labels(lease.queue, "complete").inc()

@@ -74,8 +74,8 @@ def jobs_settle(
     with operation("jobs_settle"):
         rows = conn.execute(QUERIES["jobs_settle_state"], {"ids": list(ids)}).fetchall()
     by_queue: dict[str, list[JobState]] = {}
-    for job_id, queue, tenant, status, held, key, available_at in rows:
-        by_queue.setdefault(queue, []).append(JobState(job_id, tenant, status, held, key, available_at))
+    for job_id, queue, tenant, status, key, available_at in rows:
+        by_queue.setdefault(queue, []).append(JobState(job_id, tenant, status, key, available_at))
     for queue, jobs in by_queue.items():
         stack = queue_stack(conn, queue)
         settle_jobs(conn, stack, jobs, left_running=left_running, tenant_order_settled=tenant_order_settled)

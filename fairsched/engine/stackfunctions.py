@@ -1,10 +1,14 @@
-"""Stack functions: a policy stack's claim and dry-tenant sweep, run as the schema owner.
+"""Stack functions: a policy stack's claim, dry-tenant sweep, enqueue and completion, run
+as the schema owner.
 
-Workers hold no right to write a table (``migrations/008_roles.sql``). The statements a
-queue's stack composes (:mod:`fairsched.engine.composer`) are therefore installed as
-``SECURITY DEFINER`` functions, one per stack and shape, named after the digest of what
-they run: ``fairsched.stack_claim_<digest>`` and ``fairsched.stack_dry_<digest>``. Each
-checks that the queue it is called for has its stack. Applying the configuration
+Producers and workers hold no right to write a table (``migrations/008_roles.sql``). The
+statements a queue's stack composes (:mod:`fairsched.engine.composer`,
+:mod:`fairsched.engine.stackstatements`) are therefore installed as ``SECURITY DEFINER``
+functions, one per stack and shape, named after the digest of what they run:
+``fairsched.stack_claim_<digest>``, ``stack_dry_``, ``stack_enqueue_`` and
+``stack_complete_`` (``migrations/014_stack_enqueue_complete.sql``). Each but the
+completion (fenced by the leases it is given) checks that the queue it is called for
+has its stack. Applying the configuration
 installs the functions of every stack it writes (:func:`stack_functions_install`); a
 claim installs a missing one itself when its session may (the admin, the owner), and
 otherwise fails with one error saying how to install it.
@@ -13,7 +17,7 @@ otherwise fails with one error saying how to install it.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import psycopg
@@ -22,7 +26,8 @@ from psycopg import sql
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.composer import compose_claim, stack_filters
-from fairsched.errors import DatabaseError
+from fairsched.engine.stackstatements import compose_complete, compose_enqueue
+from fairsched.errors import ConfigError, DatabaseError
 from fairsched.policy.registry import resolve
 
 _CLAIM_PARAMETERS = (
@@ -32,6 +37,26 @@ _CLAIM_PARAMETERS = (
     ("%(lease_seconds)s", "$4"),
 )
 _DRY_PARAMETERS = (("%(queue)s", "$1"), ("%(limit)s", "$2"), ("%(tenants)s", "dry_tenants"))
+_ENQUEUE_PARAMETERS = tuple(
+    (f"%({name})s", f"${n}")
+    for n, name in enumerate(
+        (
+            "queue",
+            "tenants",
+            "payloads",
+            "priorities",
+            "aggregate_keys",
+            "aggregate_seqs",
+            "run_ats",
+            "max_attempts",
+            "idempotency_keys",
+            "activate",
+            "trace_context",
+        ),
+        start=1,
+    )
+)
+_COMPLETE_PARAMETERS = (("%(owner)s", "$1"), ("%(ids)s", "$2"), ("%(tokens)s", "$3"))
 
 
 @dataclass(frozen=True)
@@ -43,7 +68,7 @@ class StackFunction:
     kind: str
     stack: tuple[str, ...]
     bodies: tuple[str, ...]
-    call: sql.Composed
+    call: sql.Composed = field(compare=False)
 
 
 @lru_cache(maxsize=256)
@@ -70,6 +95,33 @@ def dry_function(names: tuple[str, ...]) -> StackFunction:
     return _function("dry", names, bodies, "SELECT * FROM {}(%(queue)s, %(limit)s)")
 
 
+@lru_cache(maxsize=128)
+def enqueue_function(names: tuple[str, ...]) -> StackFunction:
+    """The function that inserts a batch on a queue of the stack."""
+    body = _bind(compose_enqueue(names), _ENQUEUE_PARAMETERS)
+    return _function(
+        "enqueue",
+        names,
+        (body,),
+        "SELECT * FROM {}(%(queue)s, %(tenants)s::text[], %(payloads)s::jsonb[], %(priorities)s::int[], "
+        "%(aggregate_keys)s::text[], %(aggregate_seqs)s::bigint[], %(run_ats)s::timestamptz[], "
+        "%(max_attempts)s::int[], %(idempotency_keys)s::text[], %(activate)s::bool, "
+        "%(trace_context)s::jsonb)",
+    )
+
+
+@lru_cache(maxsize=128)
+def complete_function(names: tuple[str, ...]) -> StackFunction | None:
+    """The function that completes leases of the stack's queues, when its tenant order
+    settles at completion (``None``: the engine's ``fairsched.leases_complete``)."""
+    statement = compose_complete(names)
+    if statement is None:
+        return None
+    body = _bind(statement, _COMPLETE_PARAMETERS)
+    call = "SELECT id FROM {}(%(owner)s, %(ids)b::bigint[], %(tokens)b::bigint[])"
+    return _function("complete", names, (body,), call)
+
+
 def _bind(statement: str, parameters: tuple[tuple[str, str], ...]) -> str:
     """The statement with its parameters bound to the function's, without comment lines."""
     statement = "\n".join(line for line in statement.splitlines() if not line.lstrip().startswith("--"))
@@ -85,6 +137,10 @@ def _function(kind: str, names: tuple[str, ...], bodies: tuple[str, ...], call: 
     name = f"stack_{kind}_{digest}"
     return StackFunction(name, kind, names, bodies, sql.SQL(call).format(sql.Identifier("fairsched", name)))
 
+
+STACK_CHANGED = "does not have the policy stack"
+"""What a stack function's refusal says when the queue's stack is another one (it changed
+since the caller read it)."""
 
 _INSTALLED: set[tuple[str, str]] = set()
 """(database, function) pairs seen installed by this process."""
@@ -128,10 +184,36 @@ def _install(conn: psycopg.Connection, function: StackFunction) -> None:
 def stack_functions_install(
     conn: psycopg.Connection, names: tuple[str, ...], *, tenant_ordered: bool
 ) -> None:
-    """Install a stack's claim functions (both shapes) and, when it orders tenants, its
-    dry-tenant sweep: run where the configuration is applied."""
-    functions = [claim_function(names, single=False), claim_function(names, single=True)]
+    """Install a stack's functions: its claims (both shapes), its enqueue, its completion
+    when it has one and, when it orders tenants, its dry-tenant sweep; run where the
+    configuration is applied."""
+    functions = [
+        claim_function(names, single=False),
+        claim_function(names, single=True),
+        enqueue_function(names),
+    ]
+    complete = complete_function(names)
+    if complete is not None:
+        functions.append(complete)
     if tenant_ordered:
         functions.append(dry_function(names))
     for function in functions:
         stack_function_ready(conn, function)
+
+
+def stored_stacks_install(conn: psycopg.Connection) -> int:
+    """Install the functions of every stack the stored queues have (after an upgrade
+    changed what a stack composes); stacks naming a policy that is not installed are
+    left alone. Returns how many stacks it went through."""
+    with operation("queue_stacks_list"):
+        rows = conn.execute(QUERIES["queue_stacks_list"]).fetchall()
+    count = 0
+    for (names,) in rows:
+        try:
+            stack = resolve(tuple(names))
+        except ConfigError:
+            continue
+        tenant_ordered = any(p.tenant_order() is not None for p in stack)
+        stack_functions_install(conn, tuple(names), tenant_ordered=tenant_ordered)
+        count += 1
+    return count

@@ -25,6 +25,8 @@ extension points (each ``None`` when the policy does not use it):
 - **own settings and report throttling** (:meth:`Policy.settings`,
   :meth:`Policy.throttle`): values per queue or tenant that config, CLI and API set,
   and a level that tells the reports a tenant is held back, not starving;
+- **fill its columns at enqueue** (:meth:`Policy.enqueue_columns`): a job column its
+  migrations own and the value the insert gives it, in the insert's own statement;
 - **keep its own schema** (:meth:`Policy.migrations`): ``NNN_what.sql`` files that
   ``fairsched migrate`` applies with the engine's, recorded by policy and version;
 - **keep its own state** at enqueue, claim and completion (``on_enqueue``,
@@ -57,15 +59,28 @@ if TYPE_CHECKING:
 GROUP = "fairsched.policies"
 """The entry-point group policies are installed under."""
 
-OrderColumn = Literal["priority", "available_at", "aging_key", "id"]
-
 
 @dataclass(frozen=True)
 class OrderTerm:
-    """One sort key of the claim: a job column the claim indexes cover, and its direction."""
+    """One sort key of the claim: a column of ``fairsched.jobs`` an index covers (the
+    engine's ``priority``, ``available_at``, ``id``, or one the policy's migrations add
+    and index), and its direction."""
 
-    column: OrderColumn
+    column: str
     descending: bool = False
+
+
+@dataclass(frozen=True)
+class EnqueueColumn:
+    """A column of ``fairsched.jobs`` the policy's migrations own, and the value enqueue
+    inserts in it: SQL over the batch row ``i`` (``tenant``, ``payload``, ``priority``,
+    ``aggregate_key``, ``aggregate_seq``, ``run_at``, ``max_attempts``,
+    ``idempotency_key``; ``NULL`` where not given) and the queue's row ``q`` of
+    ``fairsched.queues``, e.g. ``extract(epoch FROM now()) - i.priority * 60``.
+    It runs in the stack's enqueue function, as the schema owner."""
+
+    column: str
+    value: str
 
 
 @dataclass(frozen=True)
@@ -119,9 +134,17 @@ class TenantOrder:
 
     ``floor``: where the tenant scan starts, kept like a claim head (``None``: none).
 
-    A tenant order learns of tenants that got pending jobs through
-    :meth:`Policy.pending`, and at enqueue in the insert's own statement (the engine's
-    ``jobs_enqueue`` function activates their ``fairsched.tenant_shares`` rows).
+    ``activate``: a function ``activate(queue text, tenants text[], due timestamptz[])``
+    the policy's migrations create, called in the insert's own statement with the tenants
+    of an enqueued batch and when each job is due (``-infinity``: now), so that they join
+    the order with their jobs. Otherwise a tenant order learns of tenants that got
+    pending jobs through :meth:`Policy.pending` (retries, promotions, replays; and at
+    enqueue, when the batch holds jobs back or the order has no ``activate``).
+
+    ``finish``: a function ``finish(ids bigint[], queues text[], tenants text[])`` the
+    policy's migrations create, called in a completion's own statement with the completed
+    jobs whose claim the order counted (the charge set their ``share_counted``).
+    Otherwise completions reach the order through :meth:`Policy.settle`.
     """
 
     queue: str
@@ -135,6 +158,8 @@ class TenantOrder:
     dry_lock: str
     dry_deactivate: str
     floor: ClaimHead | None = None
+    activate: sql.Identifier | None = None
+    finish: sql.Identifier | None = None
 
 
 @dataclass(frozen=True)
@@ -164,8 +189,6 @@ class JobState:
     id: int
     tenant: str
     status: str
-    held: bool
-    """Inserted held back (a policy that :attr:`~Policy.holds` took it in)."""
     aggregate_key: str | None
     available_at: datetime
 
@@ -263,6 +286,10 @@ class Policy(Protocol):
         """A predicate over the candidate row ``j``, or ``None``."""
         ...
 
+    def enqueue_columns(self) -> Sequence[EnqueueColumn]:
+        """The job columns the policy fills at enqueue (:class:`EnqueueColumn`), none by default."""
+        ...
+
     def admission(self) -> Admission | None:
         """The per-tenant budget claims are admitted against, or ``None``."""
         ...
@@ -352,6 +379,9 @@ class BasePolicy:
 
     def claim_filter(self) -> sql.Composable | None:
         return None
+
+    def enqueue_columns(self) -> Sequence[EnqueueColumn]:
+        return ()
 
     def admission(self) -> Admission | None:
         return None

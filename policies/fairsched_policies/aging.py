@@ -43,7 +43,7 @@ from psycopg.rows import dict_row
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import load
-from fairsched.policy import BasePolicy, ClaimHead, OrderTerm
+from fairsched.policy import BasePolicy, ClaimHead, EnqueueColumn, OrderTerm
 
 STATEMENTS = load([files(__package__) / "aging.sql"])
 """The re-key's statements and the claim head's."""
@@ -59,6 +59,10 @@ policy's trigger and raised by its refresh (``migrations/aging``)."""
 INTERVAL = "aging_interval_seconds"
 """The queue setting the keys follow."""
 
+KEY = EnqueueColumn("aging_key", "extract(epoch FROM now()) - i.priority * q.aging_interval_seconds")
+"""The key a job gets at enqueue: the enqueue transaction's time, less its priority's
+worth of waiting."""
+
 
 class Aging(BasePolicy):
     """``aging_key, id``: priority worth ``aging_interval_seconds`` of waiting per level."""
@@ -70,6 +74,9 @@ class Aging(BasePolicy):
 
     def claim_head(self) -> ClaimHead:
         return HEAD
+
+    def enqueue_columns(self) -> Sequence[EnqueueColumn]:
+        return (KEY,)
 
     def migrations(self) -> Traversable:
         return files("fairsched_policies") / "migrations" / "aging"

@@ -24,7 +24,7 @@ import psycopg
 
 from fairsched.db.connection import operation
 from fairsched.errors import InvalidInput
-from fairsched.policy import BasePolicy, JobState, Pending
+from fairsched.policy import BasePolicy, EnqueueColumn, JobState, Pending
 
 if TYPE_CHECKING:
     from fairsched.engine.enqueue import JobSpec
@@ -53,6 +53,9 @@ _ADVANCE = """SELECT id, queue_name, tenant, available_at
   FROM fairsched.aggregates_advance(%(queues)s::text[], %(tenants)s::text[], %(keys)s::text[])"""
 
 
+HELD = EnqueueColumn("serial", "i.aggregate_key IS NOT NULL")
+"""Jobs of an aggregate are marked held: this policy orders them (``jobs.serial``)."""
+
 FINISHED = frozenset({"succeeded", "dead", "discarded", "cancelled"})
 """The statuses a job does not leave again by itself."""
 
@@ -65,6 +68,9 @@ class Serial(BasePolicy):
 
     def migrations(self) -> Traversable:
         return files("fairsched_policies") / "migrations" / "serial"
+
+    def enqueue_columns(self) -> Sequence[EnqueueColumn]:
+        return (HELD,)
 
     def hold(self, conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec]) -> None:
         """Lock the aggregates of a batch and refuse sequence numbers that ran or exist."""
@@ -115,7 +121,9 @@ class Serial(BasePolicy):
     ) -> Sequence[Pending]:
         """Move the aggregates of held jobs that finished for good past them, then promote
         the next job of those aggregates and of aggregates that got waiting jobs."""
-        held = [job for job in jobs if job.held]
+        held = [job for job in jobs if job.aggregate_key is not None]
+        # Jobs of an aggregate inserted on a stack without this policy were not held:
+        # aggregates_finish passes them over, and only held jobs wait.
         finished = [job.id for job in held if job.status in FINISHED]
         keys: set[tuple[str, str, str]] = set()
         if finished:

@@ -24,6 +24,7 @@ from importlib.resources import files
 from importlib.resources.abc import Traversable
 
 import psycopg
+from psycopg import sql
 
 from fairsched.db.connection import operation
 from fairsched.policy import BasePolicy, ClaimHead, JobState, Pending, TenantOrder
@@ -228,6 +229,8 @@ TENANT_ORDER = TenantOrder(
     dry_lock=_DRY_LOCK,
     dry_deactivate=_DRY_DEACTIVATE,
     floor=FLOOR,
+    activate=sql.Identifier("fairsched", "tenant_shares_activate"),
+    finish=sql.Identifier("fairsched", "tenant_shares_finish"),
 )
 
 # Tenants that got pending jobs (due at dues) join the selection; their share rows stay

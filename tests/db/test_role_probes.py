@@ -22,7 +22,7 @@ from psycopg.conninfo import make_conninfo
 
 from fairsched import Client, JobSpec, PermanentError, QueueSettings
 from fairsched.config.producers import tenant_grant
-from fairsched.engine.stackfunctions import claim_function
+from fairsched.engine.stackfunctions import claim_function, enqueue_function
 from fairsched.errors import DatabaseError
 from fairsched.schedules.ticks import schedule_tick
 
@@ -65,10 +65,17 @@ def producer(fresh_db: str, owner: Client, producer_role: str) -> Iterator[psyco
         yield conn
 
 
-def refused(db: psycopg.Connection, conn: psycopg.Connection, statement: str, params: object = None) -> None:
-    """``statement`` fails for lack of a privilege, and no fairsched table changed."""
+def refused(
+    db: psycopg.Connection,
+    conn: psycopg.Connection,
+    statement: str | sql.Composable,
+    params: object = None,
+    error: type[psycopg.Error] = psycopg.errors.InsufficientPrivilege,
+) -> None:
+    """``statement`` fails for lack of a privilege (or with ``error``), and no fairsched
+    table changed."""
     before = db_snapshot(db)
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+    with pytest.raises(error):
         conn.execute(statement, params)  # type: ignore[arg-type]
     assert db_snapshot(db) == before
 
@@ -314,30 +321,50 @@ def test_producer_enqueues_only_for_its_granted_tenants(
         ):
             client.enqueue_many("fifo", [JobSpec({}, tenant="acme"), JobSpec({}, tenant="globex")])
         assert db_snapshot(db) == before
-    refused(
-        db,
-        producer,
-        "SELECT * FROM fairsched.jobs_enqueue('fifo', '{globex}', ARRAY['{}'::jsonb], '{0}', '{NULL}',"
-        " '{NULL}', '{NULL}', '{NULL}', '{NULL}', false, false, NULL)",
-    )
+    refused(db, producer, raw_enqueue(("fifo",), "fifo", "globex"))
     # A prefix grant: every tenant starting with it.
     assert tenant_grant(db, producer_role, "team-*")
-    assert producer.execute(
-        "SELECT id FROM fairsched.jobs_enqueue('fifo', '{team-7}', ARRAY['{}'::jsonb], '{0}', '{NULL}',"
-        " '{NULL}', '{NULL}', '{NULL}', '{NULL}', false, false, NULL)"
-    ).fetchone()
+    assert producer.execute(raw_enqueue(("fifo",), "fifo", "team-7")).fetchone()
+
+
+def raw_enqueue(stack: tuple[str, ...], queue: str, tenant: str, key: str | None = None) -> sql.Composed:
+    """A call of a stack's enqueue function with one job, as a producer could write it."""
+    return sql.SQL(
+        "SELECT * FROM fairsched.{}({}, ARRAY[{}], ARRAY['{{}}'::jsonb], '{{0}}', ARRAY[{}]::text[],"
+        " ARRAY[{}]::bigint[], '{{NULL}}', '{{NULL}}', '{{NULL}}', true, NULL)"
+    ).format(
+        sql.Identifier(enqueue_function(stack).name),
+        queue,
+        tenant,
+        key,
+        None if key is None else 1,
+    )
 
 
 def test_a_producer_with_no_grant_enqueues_for_no_tenant(
     owner: Client, producer: psycopg.Connection, producer_role: str, db: psycopg.Connection
 ) -> None:
     db.execute("DELETE FROM fairsched.producer_tenants WHERE role_name = %s", [producer_role])
+    refused(db, producer, raw_enqueue(("fifo",), "fifo", "acme"))
+
+
+def test_a_producer_inserts_only_the_way_the_queues_stack_asks(
+    owner: Client, producer: psycopg.Connection, db: psycopg.Connection
+) -> None:
+    """The serial queue holds jobs of an aggregate back: the fifo stack's insert, which
+    would make them claimable at once, is refused for it, and so is the engine's batch
+    insert the stack functions superseded."""
+    refused(db, producer, raw_enqueue(("fifo",), "serial", "acme", key="order-1"))
     refused(
         db,
         producer,
-        "SELECT * FROM fairsched.jobs_enqueue('fifo', '{acme}', ARRAY['{}'::jsonb], '{0}', '{NULL}',"
-        " '{NULL}', '{NULL}', '{NULL}', '{NULL}', false, false, NULL)",
+        "SELECT * FROM fairsched.jobs_enqueue('serial', '{acme}', ARRAY['{}'::jsonb], '{0}', '{order-1}',"
+        " '{1}', '{NULL}', '{NULL}', '{NULL}', false, false, NULL)",
+        error=psycopg.errors.FeatureNotSupported,
     )
+    first = owner.enqueue("serial", {}, tenant="acme", aggregate_key="order-1", aggregate_seq=1)
+    second = owner.enqueue("serial", {}, tenant="acme", aggregate_key="order-1", aggregate_seq=2)
+    assert [job(db, first)[0], job(db, second)[0]] == ["pending", "waiting"]
 
 
 # -- the grants' command line ------------------------------------------------------------

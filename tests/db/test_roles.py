@@ -156,6 +156,43 @@ def test_tokens_written_before_012_move_to_a_random_start_and_running_leases_hol
         assert history == ["retrying", "succeeded"]
 
 
+def test_an_upgrade_to_stack_enqueue_installs_every_stored_stacks_functions(
+    empty_db: str, tmp_path: Path
+) -> None:
+    """Before 014 a queue's stack had only claim functions; ``migrate`` installs its
+    enqueue and completion too, so that a producer (which may not install them) enqueues
+    at once after the upgrade, and a weighted queue's completion releases the share."""
+    release = tmp_path / "release_before_014"
+    release.mkdir()
+    for migration in load_migrations():
+        if migration.version < "014":
+            shutil.copyfile(migrations_dir() / f"{migration.name}.sql", release / f"{migration.name}.sql")
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        migrate(conn, release)
+        conn.execute("INSERT INTO fairsched.queues (name, policies) VALUES ('w', '{weighted,aging}')")
+    with Client(empty_db, pool_size=2) as client:
+        assert client.migrate()[0] == "014_stack_enqueue_complete"
+        with psycopg.connect(empty_db, autocommit=True) as conn:
+            conn.execute("CREATE ROLE upgrade_producer LOGIN IN ROLE fairsched_producer")
+            conn.execute("INSERT INTO fairsched.producer_tenants VALUES ('upgrade_producer', '', false)")
+        try:
+            with Client(make_conninfo(empty_db, user="upgrade_producer"), pool_size=1) as producer:
+                job_id = producer.enqueue("w", {}, tenant="acme", priority=3)
+            [lease] = client.claim("w", owner="w1")
+            assert lease.id == job_id and client.complete(lease)
+            with psycopg.connect(empty_db) as conn:
+                share = conn.execute(
+                    "SELECT t.claimed_total, (SELECT sum(r.released) FROM fairsched.tenant_releases AS r"
+                    " WHERE r.queue_name = 'w' AND r.tenant = t.tenant)"
+                    " FROM fairsched.tenant_shares AS t WHERE t.queue_name = 'w'"
+                ).fetchone()
+        finally:
+            with psycopg.connect(empty_db, autocommit=True) as conn:
+                conn.execute("DROP OWNED BY upgrade_producer")
+                conn.execute("DROP ROLE upgrade_producer")
+    assert share == (1, 1)
+
+
 @pytest.mark.parametrize("queue", list(QUEUES))
 def test_producer_enqueues_and_does_nothing_else(
     queue: str, producer: Client, owner: Client, db: psycopg.Connection

@@ -883,53 +883,10 @@ CREATE OR REPLACE FUNCTION fairsched.jobs_enqueue(p_queue text, p_tenants text[]
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-#variable_conflict use_column
 BEGIN
-    PERFORM fairsched.producer_tenants_check(p_tenants);
-    RETURN QUERY
-    WITH q AS (
-        SELECT name, max_attempts, notify, aging_interval_seconds
-          FROM fairsched.queues WHERE name = p_queue
-    ), input AS MATERIALIZED (
-        SELECT t.*, nextval('fairsched.jobs_id_seq') AS new_id
-          FROM unnest(p_tenants, p_payloads, p_priorities, p_aggregate_keys, p_aggregate_seqs,
-                      p_run_ats, p_max_attempts, p_idempotency_keys)
-               WITH ORDINALITY AS t(tenant, payload, priority, aggregate_key, aggregate_seq,
-                                    run_at, max_attempts, idempotency_key, ord)
-         WHERE EXISTS (SELECT 1 FROM q)
-    ), inserted AS (
-        INSERT INTO fairsched.jobs (id, queue_name, tenant, payload, priority, aggregate_key,
-                                    aggregate_seq, available_at, max_attempts, idempotency_key,
-                                    status, serial, aging_key, trace_context)
-        OVERRIDING SYSTEM VALUE
-        SELECT i.new_id, q.name, i.tenant, i.payload, i.priority, i.aggregate_key,
-               i.aggregate_seq, coalesce(i.run_at, now()), coalesce(i.max_attempts, q.max_attempts),
-               i.idempotency_key,
-               CASE WHEN p_serial AND i.aggregate_key IS NOT NULL THEN 'waiting' ELSE 'pending' END,
-               p_serial AND i.aggregate_key IS NOT NULL,
-               extract(epoch FROM now()) - i.priority * q.aging_interval_seconds,
-               p_trace_context
-          FROM input i CROSS JOIN q
-         ORDER BY i.ord
-        ON CONFLICT (queue_name, tenant, idempotency_key) WHERE idempotency_key IS NOT NULL
-        DO NOTHING
-        RETURNING id, tenant, available_at, status, aggregate_key
-    ), activated AS (
-        SELECT fairsched.tenant_shares_activate(q.name, array_agg(i.tenant),
-                                                array_agg(coalesce(i.run_at, '-infinity')))
-          FROM q CROSS JOIN input i
-         WHERE p_activate
-         GROUP BY q.name
-    ), notified AS (
-        SELECT pg_notify('fairsched_jobs', q.name)
-          FROM q
-         WHERE q.notify AND EXISTS (SELECT 1 FROM inserted)
-    )
-    SELECT ins.id, (SELECT count(*) FROM activated), (SELECT count(*) FROM notified),
-           ins.status
-      FROM input i
-      LEFT JOIN inserted ins ON ins.id = i.new_id
-     ORDER BY i.ord;
+    RAISE EXCEPTION 'fairsched.jobs_enqueue is superseded by the enqueue function of each policy stack'
+        USING ERRCODE = 'feature_not_supported',
+              HINT = 'upgrade the fairsched client; an admin installs stack functions with fairsched config apply';
 END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.jobs_enqueue(text,text[],jsonb[],integer[],text[],bigint[],timestamp with time zone[],integer[],text[],boolean,boolean,jsonb) TO fairsched_admin
@@ -1213,7 +1170,7 @@ BEGIN
            AND j.lease_owner = p_owner
            AND j.lease_token = p_tokens[array_position(p_ids, j.id)]
            AND j.lease_expires_at > now()
-        RETURNING j.id, j.queue_name, j.tenant, j.share_counted
+        RETURNING j.id
     ), stale AS (
         INSERT INTO fairsched.job_events (job_id, kind, detail)
         SELECT i.id, 'stale_completion_rejected',
@@ -1221,14 +1178,8 @@ BEGIN
           FROM unnest(p_ids, p_tokens) AS i(id, token)
          WHERE (SELECT count(*) FROM done) < cardinality(p_ids)
            AND i.id <> ALL (ARRAY(SELECT d.id FROM done AS d))
-    ), shares AS (
-        SELECT fairsched.tenant_shares_finish(array_agg(d.id), array_agg(d.queue_name),
-                                              array_agg(d.tenant))
-          FROM done AS d
-         WHERE d.share_counted
-        HAVING count(*) > 0
     )
-    SELECT d.id FROM done AS d LEFT JOIN shares ON true;
+    SELECT d.id FROM done AS d;
 END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.leases_complete(text,bigint[],bigint[]) TO fairsched_admin
@@ -1558,14 +1509,23 @@ CREATE OR REPLACE FUNCTION fairsched.stack_function_install(p_name text, p_kind 
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
+    stack_text text := replace(array_to_string(p_stack, ' + '), '''', '''''');
     check_stack text := format(
         'IF (SELECT qs.policies FROM fairsched.queues AS qs WHERE qs.name = $1) IS DISTINCT FROM %L::text[] THEN '
         'RAISE EXCEPTION ''permission denied: queue %% does not have the policy stack %s'', $1 '
         'USING ERRCODE = ''insufficient_privilege''; END IF;',
-        p_stack, replace(array_to_string(p_stack, ' + '), '''', ''''''));
+        p_stack, stack_text);
+    check_existing text := format(
+        'IF EXISTS (SELECT 1 FROM fairsched.queues AS qs WHERE qs.name = $1 '
+        'AND qs.policies IS DISTINCT FROM %L::text[]) THEN '
+        'RAISE EXCEPTION ''permission denied: queue %% does not have the policy stack %s'', $1 '
+        'USING ERRCODE = ''insufficient_privilege''; END IF;',
+        p_stack, stack_text);
     body text;
+    grantees text;
 BEGIN
-    IF p_name !~ '^stack_(claim|dry)_[0-9a-f]{16}$' OR p_kind NOT IN ('claim', 'dry')
+    IF p_name !~ '^stack_(claim|dry|enqueue|complete)_[0-9a-f]{16}$'
+       OR p_kind NOT IN ('claim', 'dry', 'enqueue', 'complete')
        OR position(p_kind IN p_name) = 0 THEN
         RAISE EXCEPTION 'invalid stack function % (%)', p_name, p_kind
             USING ERRCODE = 'invalid_parameter_value';
@@ -1575,7 +1535,7 @@ BEGIN
                                            AND p.proname = p_name) THEN
         RETURN false;
     END IF;
-    IF cardinality(p_bodies) <> (CASE p_kind WHEN 'claim' THEN 1 ELSE 2 END)
+    IF cardinality(p_bodies) <> (CASE p_kind WHEN 'dry' THEN 2 ELSE 1 END)
        OR EXISTS (SELECT 1 FROM unnest(p_bodies) AS b(t) WHERE position(';' IN b.t) > 0
                                                           OR position('$fs$' IN b.t) > 0) THEN
         RAISE EXCEPTION 'stack function % takes one statement per body, without '';''', p_name
@@ -1587,7 +1547,8 @@ BEGIN
             'RETURNS SETOF fairsched.claimed LANGUAGE plpgsql SECURITY DEFINER '
             'SET search_path = pg_catalog, pg_temp AS $fs$ BEGIN %s RETURN QUERY %s; END $fs$',
             p_name, check_stack, p_bodies[1]);
-    ELSE
+        grantees := 'fairsched_worker, fairsched_admin';
+    ELSIF p_kind = 'dry' THEN
         body := format(
             'CREATE FUNCTION fairsched.%I(text, integer) '
             'RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER '
@@ -1596,11 +1557,31 @@ BEGIN
             'IF cardinality(dry_tenants) > 0 THEN %s; END IF; '
             'RETURN QUERY SELECT unnest(dry_tenants); END $fs$',
             p_name, check_stack, p_bodies[1], p_bodies[2]);
+        grantees := 'fairsched_worker, fairsched_admin';
+    ELSIF p_kind = 'enqueue' THEN
+        body := format(
+            'CREATE FUNCTION fairsched.%I(text, text[], jsonb[], integer[], text[], bigint[], '
+            'timestamptz[], integer[], text[], boolean, jsonb) '
+            'RETURNS TABLE (id bigint, activated bigint, notified bigint, inserted_status text) '
+            'LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fs$ '
+            '#variable_conflict use_column
+BEGIN %s PERFORM fairsched.producer_tenants_check($2); RETURN QUERY %s; END $fs$',
+            p_name, check_existing, p_bodies[1]);
+        grantees := 'fairsched_producer, fairsched_admin';
+    ELSE
+        body := format(
+            'CREATE FUNCTION fairsched.%I(text, bigint[], bigint[]) RETURNS TABLE (id bigint) '
+            'LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fs$ '
+            '#variable_conflict use_column
+BEGIN RETURN QUERY %s; END $fs$',
+            p_name, p_bodies[1]);
+        grantees := 'fairsched_worker, fairsched_admin';
     END IF;
     EXECUTE body;
     EXECUTE format('REVOKE ALL ON FUNCTION fairsched.%I FROM PUBLIC', p_name);
-    IF (SELECT count(*) FROM pg_roles WHERE rolname IN ('fairsched_worker', 'fairsched_admin')) = 2 THEN
-        EXECUTE format('GRANT EXECUTE ON FUNCTION fairsched.%I TO fairsched_worker, fairsched_admin', p_name);
+    IF (SELECT count(*) FROM pg_roles
+         WHERE rolname IN ('fairsched_producer', 'fairsched_worker', 'fairsched_admin')) = 3 THEN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION fairsched.%I TO %s', p_name, grantees);
     END IF;
     RETURN true;
 END

@@ -40,6 +40,6 @@ SELECT a.queue_name, a.tenant, a.aggregate_key, a.blocked_job_id, j.finished_at 
 
 -- name: jobs_settle_state
 -- Where jobs that just left running (or became pending) stand now.
-SELECT id, queue_name, tenant, status, serial AS held, aggregate_key, available_at
+SELECT id, queue_name, tenant, status, aggregate_key, available_at
   FROM fairsched.jobs
  WHERE id = ANY(%(ids)s::bigint[])

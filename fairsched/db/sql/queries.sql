@@ -53,20 +53,6 @@ SELECT name, lease_seconds, max_runtime_seconds, max_attempts, unknown_max_attem
   FROM fairsched.queues
  WHERE name = %(name)s
 
--- name: jobs_enqueue
--- Insert jobs for one queue (arrays, one element per job); returns one id per input,
--- in input order, NULL where the idempotency key exists (looked up after). With held
--- (a policy of the stack holds jobs back), jobs of an aggregate start as 'waiting'
--- (settled after); with activate, the tenant order learns of the tenants. Refused for a tenant
--- outside the producer's grants (fairsched.jobs_enqueue, 008_roles.sql). Every job of the
--- batch stores the batch's trace context (NULL outside a trace).
-SELECT id, activated, notified, inserted_status
-  FROM fairsched.jobs_enqueue(%(queue)s, %(tenants)s::text[], %(payloads)s::jsonb[],
-                              %(priorities)s::int[], %(aggregate_keys)s::text[],
-                              %(aggregate_seqs)s::bigint[], %(run_ats)s::timestamptz[],
-                              %(max_attempts)s::int[], %(idempotency_keys)s::text[],
-                              %(held)s::bool, %(activate)s::bool, %(trace_context)s::jsonb)
-
 -- name: jobs_find_by_idempotency_key
 -- The ids of existing jobs for (tenant, idempotency key) pairs of one queue.
 SELECT t.ord, j.id
@@ -96,9 +82,10 @@ SELECT lease_expires_at
   FROM fairsched.lease_renew(%(id)s, %(owner)s, %(token)s, %(progress)s::jsonb, %(lease_seconds)s::float8)
 
 -- name: leases_complete
--- Mark held leases succeeded (arrays of id and token), settle what tenant-first claims
--- counted, audit every lease that no longer held; returns the ids that completed
--- (fairsched.leases_complete, 008_roles.sql). The arrays travel in binary.
+-- Mark held leases succeeded (arrays of id and token), audit every lease that no longer
+-- held; returns the ids that completed (fairsched.leases_complete,
+-- 014_stack_enqueue_complete.sql). The arrays travel in binary. A stack whose tenant
+-- order settles at completion has a function of its own (engine/stackstatements.py).
 SELECT id FROM fairsched.leases_complete(%(owner)s, %(ids)b::bigint[], %(tokens)b::bigint[])
 
 -- name: leases_fail
@@ -182,6 +169,10 @@ SELECT * FROM fairsched.dead_replay(%(id)s::bigint, %(by)s::text)
 -- Resolve a dead job without running it again; it stays in the table as discarded.
 -- (fairsched.dead_discard, 011_operator_functions.sql)
 SELECT * FROM fairsched.dead_discard(%(id)s::bigint, %(by)s::text)
+
+-- name: queue_stacks_list
+-- Every policy stack a stored queue has, once.
+SELECT DISTINCT policies FROM fairsched.queues ORDER BY policies
 
 -- name: stack_function_exists
 -- Whether a stack function (fairsched/engine/stackfunctions.py) is installed.
