@@ -5,8 +5,8 @@ The claimer leases a bounded batch (at most the free slots this queue may take,
 for sync handlers, a task on the worker's shared event loop for async ones. No
 transaction is open while a handler runs; each finished attempt goes to the
 finisher. Under a backlog claims are paced (:mod:`fairsched.worker.pacing`); on
-weighted queues that send NOTIFY a few slots are kept for new work, opened by a
-notification. Failed claims back off and retry.
+queues whose stack orders tenants and that send NOTIFY a few slots are kept for new
+work, opened by a notification. Failed claims back off and retry.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ CLAIM_WINDOW = 0.005
 claiming fewer: a claim of many costs about what a claim of one does. Under a backlog of
 jobs that run longer than a window, the pause between paced claims (:mod:`fairsched.worker.pacing`)."""
 RESERVE_OPEN_CLAIMS = 2
-"""How many claims a notification of new work opens a weighted queue's reserved slots to:
+"""How many claims a notification of new work opens a tenant-ordered queue's reserved slots to:
 the one it starts at once, and one more for jobs another worker's claim held."""
 
 
