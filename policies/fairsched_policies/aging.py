@@ -44,6 +44,7 @@ from psycopg.rows import dict_row
 from fairsched.db.connection import operation
 from fairsched.db.sql import load
 from fairsched.policy import BasePolicy, ClaimHead, EnqueueColumn, OrderTerm
+from fairsched.policy.registry import queue_stack
 
 STATEMENTS = load([files(__package__) / "aging.sql"])
 """The re-key's statements and the claim head's."""
@@ -58,6 +59,9 @@ policy's trigger and raised by its refresh (``migrations/aging``)."""
 
 INTERVAL = "aging_interval_seconds"
 """The queue setting the keys follow."""
+
+STACK = "policies"
+"""The queue setting that names its policy stack."""
 
 KEY = EnqueueColumn("aging_key", "extract(epoch FROM now()) - i.priority * q.aging_interval_seconds")
 """The key a job gets at enqueue: the enqueue transaction's time, less its priority's
@@ -82,8 +86,11 @@ class Aging(BasePolicy):
         return files("fairsched_policies") / "migrations" / "aging"
 
     def reconfigured(self, conn: psycopg.Connection, queue: str, changed: frozenset[str]) -> int:
-        """Re-key the queue's jobs when its interval changed."""
-        return aging_rekey(conn, queue).rekeyed if INTERVAL in changed else 0
+        """Re-key the queue's jobs when its interval changed, or when its stack changed to
+        one with this policy (jobs enqueued on a stack without it carry their enqueue time
+        as their key, whatever their priority)."""
+        joined = STACK in changed and self.name in queue_stack(conn, queue).names
+        return aging_rekey(conn, queue).rekeyed if INTERVAL in changed or joined else 0
 
 
 log = logging.getLogger(__name__)
