@@ -7,8 +7,10 @@ import time
 import psycopg
 import pytest
 
-from fairsched import Client, PermanentError, QueueSettings
-from fairsched.errors import InvalidInput, JobNotFound
+from fairsched import Client, JobSpec, PermanentError, QueueSettings
+from fairsched.engine.enqueue import jobs_enqueue
+from fairsched.engine.stackfunctions import stack_functions_install
+from fairsched.errors import DatabaseError, InvalidInput, JobNotFound
 
 
 def test_tenant_share_is_set_and_listed(client: Client) -> None:
@@ -64,3 +66,24 @@ def test_a_tenant_whose_delayed_job_came_due_rejoins_the_selection_at_the_sweep(
     assert db.execute(active).fetchone() == (True,)
     [lease] = client.claim("w", owner="x")
     assert lease.id == job_id
+
+
+def test_an_enqueue_after_another_process_changed_the_stack_goes_in_the_new_way(
+    client: Client, db: psycopg.Connection
+) -> None:
+    """A process reads a queue's stack at most once a second: an enqueue in between calls
+    the old stack's function, which the queue refuses; outside a transaction of the
+    caller's, the stack is read again and the batch goes in the new stack's way (here:
+    with the aging key of its priority)."""
+    client.declare_queue("changing", QueueSettings(policies=["fifo"], aging_interval_seconds=3600))
+    client.enqueue("changing", {}, tenant="t")  # the fifo stack is cached now
+    stack_functions_install(db, ("fifo", "aging"), tenant_ordered=False)
+    db.execute("UPDATE fairsched.queues SET policies = '{fifo,aging}' WHERE name = 'changing'")
+    urgent = client.enqueue("changing", {}, tenant="t", priority=5)
+    row = db.execute(
+        "SELECT extract(epoch FROM created_at) - aging_key FROM fairsched.jobs WHERE id = %s", (urgent,)
+    ).fetchone()
+    assert row is not None and row[0] == pytest.approx(5 * 3600)
+    with db.transaction(), pytest.raises(DatabaseError, match="does not have the policy stack"):
+        db.execute("UPDATE fairsched.queues SET policies = '{fifo}' WHERE name = 'changing'")
+        jobs_enqueue(db, "changing", [JobSpec({}, tenant="t")], max_payload_bytes=1024)
