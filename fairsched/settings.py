@@ -36,7 +36,14 @@ from pydantic_settings import (
 
 from fairsched import bounds
 from fairsched.errors import ConfigError, InvalidInput
-from fairsched.policy.owned import owned_attribute, owned_dumped, owned_given, owned_validated, without_policy
+from fairsched.policy.owned import (
+    all_installed,
+    owned_attribute,
+    owned_dumped,
+    owned_given,
+    owned_validated,
+    without_policy,
+)
 from fairsched.schedules.spec import ScheduleSettings, names_distinct
 from fairsched.web.settings import WebSettings
 
@@ -163,7 +170,10 @@ class QueueSettings(BaseModel):
 
     @model_validator(mode="after")
     def _owned_need_their_policy(self) -> QueueSettings:
-        """A policy's settings shape claims only through it: refuse them on other stacks."""
+        """A policy's settings shape claims only through it: refuse them on other stacks
+        (a stack naming a policy not installed is refused apart, as unknown)."""
+        if not all_installed(self.policies):
+            return self
         given = owned_given(self.tenants, "tenants.", queue=self)
         for policy, keys in given.items():
             if policy not in self.policies:

@@ -48,6 +48,11 @@ def _installed() -> Mapping[str, Policy]:
     return registry()
 
 
+def all_installed(policies: Sequence[str]) -> bool:
+    """Whether every policy named is installed."""
+    return set(policies) <= _installed().keys()
+
+
 def owned_settings() -> dict[str, Owned]:
     """Every setting the installed policies declare, by name (sorted); refuses a name that
     is not a lower-case key, that two policies declare, or that a queue's or tenant's
