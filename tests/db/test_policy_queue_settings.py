@@ -202,6 +202,11 @@ def test_a_new_interval_given_by_name_rekeys_the_backlog(
     applied = cli(client.dsn, "config", "apply", str(path))
     assert "queues.p: aging_interval_seconds changed, 2 queued jobs updated" in applied.stdout.splitlines()
     assert db.execute(stray).fetchone() == (0,)
+    # A file that no longer gives it puts the default back: a change too.
+    path.write_text('[queues.p]\npolicies = ["aging"]\n')
+    applied = cli(client.dsn, "config", "apply", str(path))
+    assert "queues.p: aging_interval_seconds changed, 2 queued jobs updated" in applied.stdout.splitlines()
+    assert db.execute(stray).fetchone() == (0,)
 
 
 def test_aging_adopts_its_column_and_uninstall_keeps_it(fresh_db: str, db: psycopg.Connection) -> None:
