@@ -10,7 +10,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -36,7 +36,14 @@ from pydantic_settings import (
 
 from fairsched import bounds
 from fairsched.errors import ConfigError, InvalidInput
-from fairsched.policy.owned import owned_dumped, owned_given, owned_validated, without_policy
+from fairsched.policy.owned import (
+    all_installed,
+    owned_attribute,
+    owned_dumped,
+    owned_given,
+    owned_validated,
+    without_policy,
+)
 from fairsched.schedules.spec import ScheduleSettings, names_distinct
 from fairsched.web.settings import WebSettings
 
@@ -64,6 +71,11 @@ class TenantSettings(BaseModel):
     def _owned_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return owned_dumped(self, handler)
 
+    if not TYPE_CHECKING:  # pydantic's own __getattr__ is hidden from type checkers too
+
+        def __getattr__(self, name: str) -> Any:
+            return owned_attribute(self, name, super().__getattr__(name))
+
 
 PolicyName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
 
@@ -79,9 +91,10 @@ class QueueSettings(BaseModel):
     ``policies`` is the stack the claim is composed from, e.g.
     ``["weighted", "aging", "serial"]``; ``tenants`` gives per-tenant weights and
     caps for the weighted policy (tenants not listed weigh 1). The queue settings the
-    installed policies own (``rate``: the default of the queue's tenants)
-    are extra values, ``None`` when not given. Every number is finite and bounded
-    (:mod:`fairsched.bounds`).
+    installed policies own (``aging_interval_seconds``, ``charge``, ``tenant_cap``,
+    ``serial_gap``, ``serial_poison``, ``rate``: see ``docs/configuration.md``) are extra
+    values, ``None`` when not given; read as attributes they give the policy's default
+    then. Every number is finite and bounded (:mod:`fairsched.bounds`).
     """
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
@@ -106,18 +119,6 @@ class QueueSettings(BaseModel):
     policies: list[PolicyName] = Field(
         default_factory=lambda: ["fifo"], min_length=1, max_length=8, description="the claim's policy stack"
     )
-    aging_interval_seconds: float = Field(
-        60.0,
-        gt=0,
-        le=bounds.AGING_INTERVAL_MAX_SECONDS,
-        description="aging: waiting this long is worth one priority level",
-    )
-    charge: Literal["count", "runtime"] = Field("count", description="weighted: charge per job or per second")
-    tenant_cap: int | None = Field(
-        None, gt=0, le=bounds.CAP_MAX, description="weighted: default running-job cap per tenant"
-    )
-    serial_gap: Literal["strict", "lowest"] = Field("strict", description="serial: wait for gaps or not")
-    serial_poison: Literal["block", "skip"] = Field("block", description="serial: a dead job blocks or not")
     policy_params: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="parameters of third-party policies"
     )
@@ -169,7 +170,10 @@ class QueueSettings(BaseModel):
 
     @model_validator(mode="after")
     def _owned_need_their_policy(self) -> QueueSettings:
-        """A policy's settings shape claims only through it: refuse them on other stacks."""
+        """A policy's settings shape claims only through it: refuse them on other stacks
+        (a stack naming a policy not installed is refused apart, as unknown)."""
+        if not all_installed(self.policies):
+            return self
         given = owned_given(self.tenants, "tenants.", queue=self)
         for policy, keys in given.items():
             if policy not in self.policies:
@@ -183,6 +187,11 @@ class QueueSettings(BaseModel):
     @model_serializer(mode="wrap")
     def _owned_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return owned_dumped(self, handler)
+
+    if not TYPE_CHECKING:  # pydantic's own __getattr__ is hidden from type checkers too
+
+        def __getattr__(self, name: str) -> Any:
+            return owned_attribute(self, name, super().__getattr__(name))
 
     @classmethod
     def stored(cls, name: str, values: Mapping[str, Any], *, checked: bool = True) -> QueueSettings:

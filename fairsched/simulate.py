@@ -24,6 +24,7 @@ from fairsched.client import Client
 from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import JobSpec
 from fairsched.engine.lease import Lease
+from fairsched.policy.owned import owned_effective
 from fairsched.settings import QueueSettings
 
 OWNER = "fairsched-simulate"
@@ -102,8 +103,8 @@ class Outcome:
 def replay(client: Client, queue: str, plan: Plan) -> Outcome:
     """Play ``plan`` on ``queue`` (declared here) of a scratch database; returns the figures."""
     client.declare_queue(queue, plan.queue)
-    aging = plan.queue.aging_interval_seconds
-    runtime_charge = plan.queue.charge == "runtime"
+    aging = owned_effective(plan.queue, "aging_interval_seconds")
+    runtime_charge = owned_effective(plan.queue, "charge") == "runtime"
     figures = {a.tenant: TenantFigures() for a in plan.arrivals}
     arrived: dict[int, Arrival] = {}
     starving: dict[str, list[tuple[float, float]]] = {name: [] for name in figures}

@@ -102,8 +102,10 @@ def config_apply(
         typer.echo(f"applied {len(settings.schedules)} schedules: {names}")
     for removal in applied.removed:
         typer.echo(removal.line(done=True))
-    for queue, count in sorted(applied.rekeyed.items()):
-        typer.echo(f"queues.{queue}: aging interval changed, {count} queued jobs re-keyed")
+    for queue, done in sorted(applied.reconfigured.items()):
+        if done.jobs:
+            names = ", ".join(sorted(done.settings))
+            typer.echo(f"queues.{queue}: {names} changed, {done.jobs} queued jobs updated")
 
 
 @app.command("diff")

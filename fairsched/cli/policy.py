@@ -37,14 +37,14 @@ def policy_show(
 ) -> None:
     """A queue's policy stack, its parameters, leases, retries and tenant settings."""
     from fairsched.config import sync as configsync
-    from fairsched.policy.owned import owned_value, stack_settings
+    from fairsched.policy.owned import owned_effective, stack_settings
 
     with open_client(config) as client, client.connection() as conn:
         stored = configsync.queue_settings(conn, queue)
     values = {field: getattr(stored, field) for field in configsync.STORED_FIELDS}
     for owned in stack_settings(stored.policies):
         if "queue" in owned.setting.levels:
-            values[owned.name] = owned_value(stored, owned.name)
+            values[owned.name] = owned_effective(stored, owned.name)
     tenants = {t: s.model_dump() for t, s in sorted(stored.tenants.items())}
     if as_json:
         print_json({"queue": queue, **values, "tenants": tenants})
@@ -100,10 +100,12 @@ def policy_set(
     Claims read the stack (cached one second per process), lease, runtime, cap and
     charge; failures read attempts and backoff; max attempts is fixed per job at
     enqueue, so it applies to jobs enqueued next; a new aging interval re-keys the
-    queued backlog too, in batches.
+    queued backlog too, in batches. The policies' settings (--aging-interval,
+    --serial-gap, --serial-poison, --charge, --tenant-cap) need their policy in the
+    stack; `fairsched policy setting` sets them too.
     Retention applies at the next prune (every worker prunes about once a minute).
     """
-    from fairsched.config import sync as configsync
+    from fairsched.config import live
 
     changes: dict[str, Any] = {
         "policies": [p.strip() for p in policies.split(",") if p.strip()] if policies is not None else None,
@@ -129,8 +131,8 @@ def policy_set(
     if not given:
         raise typer.BadParameter("give at least one setting to change, e.g. --lease 60")
     with open_client(config) as client, client.connection() as conn:
-        before, after = configsync.queue_settings_set(conn, queue, given)
-    changed = list(configsync.changed_fields(before, after))
+        before, after = live.queue_settings_set(conn, queue, given)
+    changed = list(live.changed_fields(before, after))
     if not changed:
         typer.echo(f"{queue}: nothing changed")
         return
@@ -168,7 +170,8 @@ def setting_set(queue: str, name: str, value: str, *, tenant: str | None, config
         raise typer.Exit(2) from None
     with open_client(config) as client:
         client.set_policy_setting(queue, name, value, tenant=tenant)
-    typer.echo(f"{queue if tenant is None else f'{queue}/{tenant}'}: {name} {parsed or 'off'}")
+    shown = "off" if parsed is None else parsed
+    typer.echo(f"{queue if tenant is None else f'{queue}/{tenant}'}: {name} {shown}")
 
 
 @app.command("uninstall")

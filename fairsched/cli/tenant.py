@@ -20,6 +20,9 @@ from fairsched.cli.root import (
     whole_number,
 )
 
+QUEUE_CAP = "tenant_cap"
+"""The queue's default cap of its tenants: a setting of the weighted policy."""
+
 app = typer.Typer(
     help="Tenants of a queue: list, show, set weight, cap or rate (live).", no_args_is_help=True
 )
@@ -31,10 +34,12 @@ def tenant_list(
 ) -> None:
     """Every tenant with share state on a queue: weight, cap, running, claims, shares."""
     from fairsched.config import sync as configsync
+    from fairsched.policy.owned import owned_value
 
     with open_client(config) as client, client.connection() as conn:
         stored = configsync.queue_settings(conn, queue)
         shares = client.tenant_shares(queue)
+    queue_cap = owned_value(stored, QUEUE_CAP)
     claimed = sum(s.claimed_total for s in shares)
     active_weight = sum(s.weight for s in shares if s.active)
     rows: list[dict[str, Any]] = [
@@ -42,7 +47,7 @@ def tenant_list(
             "tenant": s.tenant,
             "weight": s.weight,
             "cap": s.cap,
-            "effective_cap": s.cap or stored.tenant_cap,
+            "effective_cap": s.cap or queue_cap,
             "running": s.running,
             "active": s.active,
             "claimed_total": s.claimed_total,
@@ -73,6 +78,7 @@ def tenant_show(
     from fairsched.engine import enqueue
     from fairsched.observe.snapshot import ExporterSettings
     from fairsched.observe.status import tenant_jobs, tenant_levels, tenant_share
+    from fairsched.policy.owned import owned_value
 
     enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)
     with open_client(config) as client, client.connection() as conn:
@@ -85,7 +91,7 @@ def tenant_show(
         "tenant": tenant,
         "weight": share.get("weight", 1.0),
         "cap": share.get("cap"),
-        "queue_tenant_cap": stored.tenant_cap,
+        "queue_tenant_cap": owned_value(stored, QUEUE_CAP),
         "active": share.get("active", False),
         "claimed_total": share.get("claimed_total", 0),
         "charged_total": share.get("charged_total", 0.0),

@@ -11,7 +11,7 @@ from typing import Any
 
 from fairsched.config.policysettings import QueueValues, file_values
 from fairsched.config.sync import DEFAULT_TENANT, STORED_FIELDS, effective_tenants, same, shown
-from fairsched.policy.owned import Owned, owned_settings, owned_value
+from fairsched.policy.owned import Owned, owned_settings, owned_value, stack_settings
 from fairsched.settings import QueueSettings, Settings, TenantSettings
 
 # -- diff ------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def _same_tenant(a: TenantSettings, b: TenantSettings) -> bool:
 
 def _stored_values(queue: QueueSettings, owned: Owned) -> QueueValues:
     name = owned.name
-    tenants = {t: v for t, s in queue.tenants.items() if (v := owned_value(s, name))}
+    tenants = {t: v for t, s in queue.tenants.items() if (v := owned_value(s, name)) is not None}
     return QueueValues(owned_value(queue, name), tenants)
 
 
@@ -111,7 +111,7 @@ def export_toml(database: Mapping[str, QueueSettings], *, now: datetime | None =
             if value is None:
                 continue
             lines.append(f"{field} = {toml_value(value)}")
-        lines += _owned_lines(queue)
+        lines += _owned_lines(queue, queue_defaults=True)
         for tenant, share in sorted(queue.tenants.items()):
             lines += ["", f"[queues.{toml_key(name)}.tenants.{toml_key(tenant)}]"]
             lines.append(f"weight = {toml_value(share.weight)}")
@@ -121,10 +121,16 @@ def export_toml(database: Mapping[str, QueueSettings], *, now: datetime | None =
     return "\n".join(lines) + "\n"
 
 
-def _owned_lines(settings: QueueSettings | TenantSettings) -> list[str]:
-    """``name = "value"`` of each policy's setting given a value, by name."""
-    given = sorted((name, value) for name, value in (settings.model_extra or {}).items() if value is not None)
-    return [f"{toml_key(name)} = {toml_value(value)}" for name, value in given]
+def _owned_lines(settings: QueueSettings | TenantSettings, *, queue_defaults: bool = False) -> list[str]:
+    """``name = value`` of each policy's setting given a value, by name; with
+    ``queue_defaults``, also the default of each queue-only setting a policy of the
+    queue's stack owns (as the file would hold it: every stored setting shown)."""
+    values = {name: owned_value(settings, name) for name in settings.model_extra or {}}
+    if queue_defaults and isinstance(settings, QueueSettings):
+        for o in stack_settings(settings.policies):
+            if o.setting.levels == ("queue",) and values.get(o.name) is None:
+                values[o.name] = o.setting.default
+    return [f"{toml_key(n)} = {toml_value(v)}" for n, v in sorted(values.items()) if v is not None]
 
 
 def toml_key(key: str) -> str:

@@ -16,11 +16,12 @@ without it there are none to read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
@@ -28,12 +29,14 @@ from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_
 from fairsched.errors import InvalidInput, NotMigrated, UnknownQueue
 from fairsched.policy.owned import (
     Owned,
+    given_fields,
     owned_setting,
     owned_settings,
     owned_value,
     stack_settings,
     value_parsed,
 )
+from fairsched.policy.registry import registry
 from fairsched.settings import QueueSettings, Settings, TenantSettings
 
 
@@ -42,8 +45,8 @@ class QueueValues:
     """One setting's values on one queue, in their stored form: the queue's default and
     tenants' own (``None``: the tenant has none, or follows the default)."""
 
-    default: str | None = None
-    tenants: Mapping[str, str | None] = field(default_factory=dict)
+    default: Any = None
+    tenants: Mapping[str, Any] = field(default_factory=dict)
 
 
 def present(conn: psycopg.Connection, owned: Owned) -> bool:
@@ -69,9 +72,11 @@ def stored_values(conn: psycopg.Connection, owned: Owned) -> dict[str, QueueValu
 def _read(conn: psycopg.Connection, owned: Owned) -> dict[str, QueueValues]:
     with operation("configsync_policy_settings_read"):
         rows = list(owned.setting.read(conn))
-    defaults: dict[str, str | None] = {}
-    tenants: dict[str, dict[str, str | None]] = {}
+    defaults: dict[str, Any] = {}
+    tenants: dict[str, dict[str, Any]] = {}
     for queue, tenant, value in rows:
+        if value == owned.setting.default:
+            continue
         if tenant is None:
             defaults[queue] = value
         else:
@@ -105,8 +110,8 @@ def given_values(queue: QueueSettings, owned: Owned) -> QueueValues | None:
     """The values of one setting a queue's settings were given explicitly (``"off"``
     included), or ``None`` when none: what declaring the queue writes."""
     name = owned.name
-    tenants = {t: owned_value(s, name) for t, s in queue.tenants.items() if name in s.model_fields_set}
-    if name not in queue.model_fields_set and not tenants:
+    tenants = {t: owned_value(s, name) for t, s in queue.tenants.items() if name in given_fields(s)}
+    if name not in given_fields(queue) and not tenants:
         return None
     return QueueValues(owned_value(queue, name), tenants)
 
@@ -119,50 +124,115 @@ def file_values(settings: Settings, queue: QueueSettings, owned: Owned) -> Queue
     name = owned.name
     inherited = {t: owned_value(s, name) for t, s in settings.tenants.items() if t not in queue.tenants}
     own = {t: owned_value(s, name) for t, s in queue.tenants.items()}
-    given = {t: v for t, v in (inherited | own).items() if v}
+    given = {t: v for t, v in (inherited | own).items() if v is not None}
     return QueueValues(owned_value(queue, name), given)
 
 
-def values_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> None:
+Changed = dict[str, set[str]]
+"""The settings written, by queue."""
+
+
+def values_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> Changed:
     """Write the values the queues were given explicitly (see :func:`given_values`),
-    leaving their other values as they are; inside the caller's transaction."""
+    leaving their other values as they are; inside the caller's transaction. Returns
+    the settings whose stored value changed, by queue."""
+    changed: Changed = {}
     for owned in owned_settings().values():
         wanted = {name: v for name, q in queues.items() if (v := given_values(q, owned)) is not None}
         if wanted:
-            _write(conn, owned, wanted, exact=False)
+            for queue in _write(conn, owned, wanted, exact=False):
+                changed.setdefault(queue, set()).add(owned.name)
+    return changed
 
 
-def values_apply(conn: psycopg.Connection, settings: Settings) -> None:
+def values_apply(conn: psycopg.Connection, settings: Settings) -> Changed:
     """Make the values of every queue of the file what the file gives (``config apply``):
-    write the new ones, remove those it no longer gives; inside the caller's transaction."""
+    write the new ones, remove those it no longer gives; inside the caller's transaction.
+    Returns the settings whose stored value changed, by queue."""
+    changed: Changed = {}
     for owned in owned_settings().values():
         wanted = {name: file_values(settings, q, owned) for name, q in settings.queues.items()}
-        _write(conn, owned, wanted, exact=True)
+        for queue in _write(conn, owned, wanted, exact=True):
+            changed.setdefault(queue, set()).add(owned.name)
+    return changed
 
 
-def _write(conn: psycopg.Connection, owned: Owned, wanted: Mapping[str, QueueValues], *, exact: bool) -> None:
+def _write(
+    conn: psycopg.Connection, owned: Owned, wanted: Mapping[str, QueueValues], *, exact: bool
+) -> list[str]:
     """Write what differs from the stored values; with ``exact``, also remove the values
-    of these queues that ``wanted`` does not give."""
+    of these queues that ``wanted`` does not give. Returns the queues it wrote."""
     if not present(conn, owned):
-        if any(w.default or any(w.tenants.values()) for w in wanted.values()):
+        if any(
+            w.default is not None or any(v is not None for v in w.tenants.values()) for w in wanted.values()
+        ):
             raise _missing(owned)
-        return
+        return []
     stored = _read(conn, owned)
+    written = []
     with operation("configsync_policy_settings_write"):
         for queue, want in sorted(wanted.items()):
             have = stored.get(queue, QueueValues())
+            writes: list[tuple[str | None, Any]] = []
             if want.default != have.default:
-                owned.setting.write(conn, queue, None, want.default)
+                writes.append((None, want.default))
             for tenant in sorted(set(want.tenants) | (set(have.tenants) if exact else set())):
                 value = want.tenants.get(tenant)
                 if value != have.tenants.get(tenant):
-                    owned.setting.write(conn, queue, tenant, value)
+                    writes.append((tenant, value))
+            for who, value in writes:
+                owned.setting.write(conn, queue, who, value)
+            if writes:
+                written.append(queue)
+    return written
+
+
+def queue_values(
+    conn: psycopg.Connection, queue: str, policies: Collection[str] | None = None
+) -> dict[str, Any]:
+    """A queue's stored values of the queue settings policies own (of ``policies`` only,
+    when given), by name: those it has a value of."""
+    found = {}
+    for owned in owned_settings().values():
+        if "queue" in owned.setting.levels and (policies is None or owned.policy in policies):
+            value = stored_values(conn, owned).get(queue, QueueValues()).default
+            if value is not None:
+                found[owned.name] = value
+    return found
+
+
+def settings_reconfigured(
+    conn: psycopg.Connection, changed: Mapping[str, Collection[str]]
+) -> dict[str, Reconfigured]:
+    """Hand each queue's changed settings (their names), committed, to every installed
+    policy (:meth:`~fairsched.policy.Policy.reconfigured`: aging re-keys the queued jobs
+    for a new interval). ``conn`` must not be in a transaction."""
+    policies = registry().values()
+    done = {}
+    for queue, names in sorted(changed.items()):
+        if names:
+            given = frozenset(names)
+            done[queue] = Reconfigured(given, sum(p.reconfigured(conn, queue, given) for p in policies))
+    return done
+
+
+def idle(conn: psycopg.Connection) -> bool:
+    """Whether ``conn`` is outside a transaction (what commits now is committed for good)."""
+    return conn.info.transaction_status == TransactionStatus.IDLE
+
+
+@dataclass(frozen=True)
+class Reconfigured:
+    """A queue's settings that changed, and the jobs the policies changed after them."""
+
+    settings: frozenset[str]
+    jobs: int
 
 
 # -- live changes ------------------------------------------------------------------
 
 
-def value_checked(name: str, value: object, *, tenant: str | None) -> tuple[Owned, str | None]:
+def value_checked(name: str, value: object, *, tenant: str | None) -> tuple[Owned, Any]:
     """The setting called ``name`` and ``value`` in its stored form (``None``: remove it),
     for a tenant or (``tenant=None``) as a queue's default; :class:`InvalidInput` for an
     unknown setting, a level it does not have, or a value its policy refuses."""
@@ -176,15 +246,18 @@ def value_checked(name: str, value: object, *, tenant: str | None) -> tuple[Owne
 
 def value_change(
     conn: psycopg.Connection, queue: str, name: str, value: object, *, tenant: str | None = None
-) -> str | None:
+) -> Any:
     """Set a policy's setting for a tenant (``tenant=None``: the queue's default), or
     remove it (``None`` or ``"off"``), and wake the queue's claimers; the next claim
-    follows it. Returns the value now set. Refuses unknown queues and queues whose stack
-    does not name the owning policy, changing nothing."""
+    follows it, and once committed the policies bring the queue's jobs in line
+    (:func:`settings_reconfigured`; inside the caller's transaction, the caller's to do).
+    Returns the value now set. Refuses unknown queues and queues whose stack does not
+    name the owning policy, changing nothing."""
     check_queue_name(queue)
     if tenant is not None:
         check_label("tenant", tenant, MAX_TENANT_CHARS)
     owned, parsed = value_checked(name, value, tenant=tenant)
+    outermost = idle(conn)
     with conn.transaction():
         with operation("configsync_queue_policies"):
             row = conn.execute(QUERIES["configsync_queue_policies"], {"name": queue}).fetchone()
@@ -200,17 +273,19 @@ def value_change(
         with operation("configsync_policy_setting_set"):
             owned.setting.write(conn, queue, tenant, parsed)
         conn.execute(QUERIES["configsync_queue_notify"], {"name": queue})
+    if outermost:
+        settings_reconfigured(conn, {queue: {name}})
     return parsed
 
 
-def tenant_values(stored: QueueSettings, tenant: str) -> dict[str, str | None]:
-    """A tenant's values of the settings its queue's stack owns (``tenant show``): its
-    own under the setting's name, the queue's default under ``queue_`` and the name."""
+def tenant_values(stored: QueueSettings, tenant: str) -> dict[str, Any]:
+    """A tenant's values of the tenant settings its queue's stack owns (``tenant show``):
+    its own under the setting's name, the queue's default under ``queue_`` and the name."""
     own = stored.tenants.get(tenant)
-    shown: dict[str, str | None] = {}
+    shown: dict[str, Any] = {}
     for owned in stack_settings(stored.policies):
         if "tenant" in owned.setting.levels:
             shown[owned.name] = owned_value(own, owned.name) if own else None
-        if "queue" in owned.setting.levels:
-            shown[f"queue_{owned.name}"] = owned_value(stored, owned.name)
+            if "queue" in owned.setting.levels:
+                shown[f"queue_{owned.name}"] = owned_value(stored, owned.name)
     return shown

@@ -9,39 +9,46 @@ and a cap (``fairsched.tenant_shares``). Tenants come from two places in a file:
 - ``[tenants.<t>]``: every queue whose policy stack orders tenants (``weighted``),
   unless the queue lists the tenant itself (the queue's entry wins as a whole).
 
-The settings policies own (``rate``, ...) live in the policies' own tables
-(:mod:`fairsched.config.policysettings`).
+The settings policies own (``rate``, ``aging_interval_seconds``, ...) live where their
+policies keep them (:mod:`fairsched.config.policysettings`).
 
 A tenant the database does not list weighs 1 and has no cap, so an inherited
 default is written only where the database holds something else. Applying deletes
 nothing unless asked to prune (:func:`prune_plan`): queues and tenant settings absent
 from the file stay; ``diff`` shows them.
 
-A change of a queue's ``aging_interval_seconds``, however made, is handed to every
-installed policy once it commits (``reconfigured``): the aging policy re-keys the jobs
-the queue already holds.
+A change of a setting a policy owns, however made, is handed to every installed policy
+once it commits (``reconfigured``): the aging policy re-keys the jobs the queue already
+holds for a new ``aging_interval_seconds``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
-from pydantic import ValidationError
 
-from fairsched.config.policysettings import values_apply, values_declare, with_values
+from fairsched.config.policysettings import (
+    Changed,
+    Reconfigured,
+    idle,
+    settings_reconfigured,
+    values_apply,
+    values_declare,
+    with_values,
+)
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
 from fairsched.engine.stackfunctions import stack_functions_install
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
-from fairsched.policy.registry import forget_stacks, queue_stack, registry, resolve, tenant_share_set
-from fairsched.settings import QueueSettings, Settings, TenantSettings, describe_validation_error
+from fairsched.policy.owned import given_fields
+from fairsched.policy.registry import forget_stacks, queue_stack, resolve, tenant_share_set
+from fairsched.settings import QueueSettings, Settings, TenantSettings
 
 STORED_FIELDS = (
     "lease_seconds",
@@ -52,11 +59,6 @@ STORED_FIELDS = (
     "backoff_max_seconds",
     "notify",
     "policies",
-    "aging_interval_seconds",
-    "charge",
-    "tenant_cap",
-    "serial_gap",
-    "serial_poison",
     "policy_params",
     "finished_retention_seconds",
     "dead_retention_seconds",
@@ -65,6 +67,9 @@ STORED_FIELDS = (
 """The queue settings kept in ``fairsched.queues`` (the rest only configure processes)."""
 
 DEFAULT_TENANT = TenantSettings()
+
+STACK = "policies"
+"""The name a changed policy stack is handed to the policies under (``reconfigured``)."""
 
 
 def orders_tenants(queue: QueueSettings) -> bool:
@@ -131,12 +136,14 @@ def database_settings(conn: psycopg.Connection) -> dict[str, QueueSettings]:
         by_queue.setdefault(row["queue_name"], {})[row["tenant"]] = TenantSettings(
             weight=row["weight"], cap=row["cap"]
         )
-    return with_values(conn, {row["name"]: _stored(row, by_queue.get(row["name"], {})) for row in rows})
+    return with_values(conn, {row["name"]: stored_row(row, by_queue.get(row["name"], {})) for row in rows})
 
 
-def _stored(
+def stored_row(
     row: Mapping[str, Any], tenants: Mapping[str, TenantSettings], *, checked: bool = True
 ) -> QueueSettings:
+    """A queue's settings from its row of ``fairsched.queues`` (without the values of the
+    settings policies own)."""
     values = {key: row[key] for key in STORED_FIELDS}
     return QueueSettings.stored(row["name"], {**values, "tenants": dict(tenants)}, checked=checked)
 
@@ -152,18 +159,22 @@ def queue_settings(conn: psycopg.Connection, name: str) -> QueueSettings:
 # -- apply ---------------------------------------------------------------------
 
 
-def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> list[str]:
+def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> Changed:
     """Upsert queues in one transaction. A queue whose stack orders tenants gets share
     rows for the tenants already waiting in it, so a backlog queued under another
     stack is claimed at once after a switch.
 
-    Returns the queues whose aging interval changed. Their queued jobs are re-keyed
-    after the commit when ``conn`` was not in a transaction; inside the caller's
-    transaction, the caller calls :func:`rekey_after` once it committed.
+    Returns the settings policies own whose stored value changed, by queue (``policies``
+    for a queue whose stack changed). They are
+    handed to the policies after the commit when ``conn`` was not in a transaction;
+    inside the caller's transaction, the caller calls
+    :func:`~fairsched.config.policysettings.settings_reconfigured` once it committed.
     """
-    outermost = _idle(conn)
+    outermost = idle(conn)
     with conn.transaction():
-        changed = _aging_changed(conn, queues)
+        with operation("configsync_queue_stacks"):
+            rows = conn.execute(QUERIES["configsync_queue_stacks"], {"names": list(queues)}).fetchall()
+        restacked = {name for name, stack in rows if list(stack) != list(queues[name].policies)}
         for name, queue in queues.items():
             with operation("queue_upsert"):
                 conn.execute(QUERIES["queue_upsert"], {"name": name, **queue.model_dump()})
@@ -173,45 +184,28 @@ def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]
                     rows = conn.execute(QUERIES["configsync_pending_tenants"], {"name": name}).fetchall()
                 for policy in resolve(queue.policies):
                     policy.pending(conn, name, [(r[0], r[1]) for r in rows])
-        values_declare(conn, queues)
+        changed = values_declare(conn, queues)
+        for name in restacked:
+            changed.setdefault(name, set()).add(STACK)
     forget_stacks()
     if outermost:
-        rekey_after(conn, changed)
+        settings_reconfigured(conn, changed)
     return changed
-
-
-def _idle(conn: psycopg.Connection) -> bool:
-    return conn.info.transaction_status == TransactionStatus.IDLE
-
-
-def _aging_changed(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> list[str]:
-    """The declared queues among ``queues`` whose stored aging interval differs."""
-    with operation("configsync_aging_intervals"):
-        rows = conn.execute(QUERIES["configsync_aging_intervals"], {"names": list(queues)}).fetchall()
-    return [name for name, stored in rows if not same(float(stored), queues[name].aging_interval_seconds)]
-
-
-def rekey_after(conn: psycopg.Connection, queues: Iterable[str]) -> dict[str, int]:
-    """Hand the change of ``queues``' aging interval to every installed policy (the aging
-    policy re-keys their jobs); returns the jobs changed per queue. ``conn`` must not be
-    in a transaction."""
-    changed = frozenset({"aging_interval_seconds"})
-    policies = registry().values()
-    return {queue: sum(p.reconfigured(conn, queue, changed) for p in policies) for queue in queues}
 
 
 def queue_declare(conn: psycopg.Connection, name: str, given: QueueSettings) -> QueueSettings:
     """Declare one queue from the fields ``given`` was built with: a new queue takes the
     defaults for the rest, an existing one keeps its stored values for them (its policy
     stack, tenants and parameters included). Returns the settings now stored."""
-    outermost = _idle(conn)
+    outermost = idle(conn)
     with conn.transaction():
         stored = database_settings(conn).get(name)
-        explicit = {field: getattr(given, field) for field in given.model_fields_set}
+        extra = given.model_extra or {}
+        explicit = {f: extra[f] if f in extra else getattr(given, f) for f in given_fields(given)}
         merged = given if stored is None else stored.model_copy(update=explicit)
         changed = queues_declare(conn, {name: merged})
     if outermost:
-        rekey_after(conn, changed)
+        settings_reconfigured(conn, changed)
     return merged
 
 
@@ -230,10 +224,11 @@ class Removal:
 
 @dataclass(frozen=True)
 class Applied:
-    """What :func:`apply` did: what it pruned, and the jobs re-keyed per queue."""
+    """What :func:`apply` did: what it pruned, and per queue the settings policies own that
+    changed, with the jobs the policies changed after them."""
 
     removed: list[Removal]
-    rekeyed: dict[str, int]
+    reconfigured: dict[str, Reconfigured]
 
 
 UNFINISHED = ("waiting", "pending", "running", "dead")
@@ -328,8 +323,9 @@ def apply(
     changes nothing at all).
 
     Running workers see the change on their next claims (their stack cache lives
-    one second) and are woken by a notification on each queue. Queues whose aging
-    interval changed have their queued jobs re-keyed after the commit.
+    one second) and are woken by a notification on each queue. The settings policies own
+    that changed are handed to the policies after the commit (a new aging interval
+    re-keys the queued jobs).
     """
     from fairsched.config.schedules import schedules_apply  # it builds on this module
 
@@ -337,7 +333,7 @@ def apply(
     for name, queue in settings.queues.items():
         if orders_tenants(queue):
             inherited += [(name, t, ts) for t, ts in settings.tenants.items() if t not in queue.tenants]
-    outermost = _idle(conn)
+    outermost = idle(conn)
     with conn.transaction(), operation("configsync_apply"):
         plan = _prune_plan(conn, settings, force=force) if prune else None
         changed = queues_declare(conn, settings.queues)
@@ -351,7 +347,8 @@ def apply(
                     "caps": [s.cap for _q, _t, s in inherited],
                 },
             )
-        values_apply(conn, settings)
+        for name, names in values_apply(conn, settings).items():
+            changed.setdefault(name, set()).update(names)
         removed = schedules_apply(conn, settings, prune=prune)  # before the queues they name
         if plan is not None:
             _prune(conn, plan)
@@ -359,64 +356,10 @@ def apply(
         for name in settings.queues:
             conn.execute(QUERIES["configsync_queue_notify"], {"name": name})
     forget_stacks()
-    return Applied(removed, rekey_after(conn, changed) if outermost else {})
+    return Applied(removed, settings_reconfigured(conn, changed) if outermost else {})
 
 
 # -- live changes of one queue ---------------------------------------------------------
-
-
-def queue_settings_set(
-    conn: psycopg.Connection, name: str, changes: Mapping[str, Any]
-) -> tuple[QueueSettings, QueueSettings]:
-    """Change stored settings of one queue; returns (before, after).
-
-    Validated like the config file; the policy stack must resolve. Adding or
-    removing ``serial`` needs a queue without waiting, pending or running jobs;
-    a stack that starts ordering tenants brings the tenants with pending work
-    into the weighted selection in the same transaction. An aging interval given
-    re-keys the queue's queued jobs after the commit (even when unchanged, so that
-    giving it again finishes an interrupted re-key).
-    """
-    unknown = sorted(set(changes) - set(STORED_FIELDS))
-    if unknown:
-        raise InvalidInput(f"not a stored queue setting: {', '.join(unknown)}")
-    outermost = _idle(conn)
-    with conn.transaction():
-        with operation("configsync_queue_lock"), conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(QUERIES["configsync_queue_lock"], {"name": name}).fetchone()
-        if row is None:
-            raise UnknownQueue(name)
-        before = _stored(row, {}, checked=False)  # what a repair replaces may be out of range
-        try:
-            after = QueueSettings.model_validate({**{k: row[k] for k in STORED_FIELDS}, **changes})
-        except ValidationError as e:
-            raise InvalidInput(f"queue {name}: {describe_validation_error(e)}") from None
-        try:
-            old_stack, new_stack = resolve(before.policies), resolve(after.policies)
-        except ConfigError as e:
-            raise InvalidInput(f"queue {name}: {e}") from None
-        if any(p.holds for p in old_stack) != any(p.holds for p in new_stack):
-            busy = conn.execute(QUERIES["configsync_queue_busy"], {"name": name}).fetchone()
-            if busy is not None and busy[0]:
-                raise InvalidInput(
-                    f"queue {name} has jobs waiting, pending or running: add or remove a policy "
-                    "that holds jobs back (such as serial) only on a drained queue"
-                )
-        queues_declare(conn, {name: after})
-        conn.execute(QUERIES["configsync_queue_notify"], {"name": name})
-    forget_stacks()
-    if "aging_interval_seconds" in changes and outermost:
-        # Given explicitly: re-key even when unchanged, which finishes an interrupted re-key.
-        rekey_after(conn, [name])
-    return before, after
-
-
-def changed_fields(before: QueueSettings, after: QueueSettings) -> Iterable[tuple[str, Any, Any]]:
-    """The stored fields that differ: (field, before, after)."""
-    for field in STORED_FIELDS:
-        old, new = getattr(before, field), getattr(after, field)
-        if not same(old, new):
-            yield field, old, new
 
 
 def tenant_set(

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.resources.abc import Traversable
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import psycopg
 from psycopg import sql
@@ -205,26 +205,29 @@ SettingLevel = Literal["queue", "tenant"]
 
 @dataclass(frozen=True)
 class Setting:
-    """A setting a policy owns, stored in its own tables: given in the configuration file,
-    on the API's ``QueueSettings``/``TenantSettings``, and live through
+    """A setting a policy owns, stored in its own tables (or columns): given in the
+    configuration file, on the API's ``QueueSettings``/``TenantSettings``, and live through
     ``fairsched policy setting`` and ``Client.set_policy_setting``.
 
     - ``name``: its key (lower case, not a key fairsched uses itself), e.g. ``rate``;
     - ``levels``: ``"queue"`` (``[queues.Q]``: the default of the queue's tenants) and/or
       ``"tenant"`` (``[queues.Q.tenants.T]``, and ``[tenants.T]`` for every queue whose
       stack names the policy and that does not list the tenant itself);
-    - ``example``: a value, shown when one of another type is given;
+    - ``example``: a value, for messages and documentation;
     - ``table``: the relation (``schema.table``) the values live in, created by the
       policy's migrations: until it exists no value is read and writes are refused;
-    - ``parse(value)``: the stored form of a given value (``" 50 / s "`` → ``"50/s"``);
-      raises ``ValueError`` (e.g. :class:`fairsched.errors.InvalidInput`) with a message
-      naming the setting for anything else, values that are not strings included.
-      ``"off"`` never reaches it: it removes the value;
+    - ``parse(value)``: the stored form of a given value, of the setting's own type
+      (``" 50 / s "`` → ``"50/s"``, ``"30"`` → ``30.0``); raises ``ValueError`` (e.g.
+      :class:`fairsched.errors.InvalidInput`) with a message naming the setting for
+      anything else, values of another type included. ``"off"`` never reaches it: it
+      removes the value;
     - ``read(conn)``: every stored value as ``(queue, tenant, value)``, tenant ``None``
-      for a queue's default;
+      for a queue's default (a value equal to ``default`` counts as none);
     - ``write(conn, queue, tenant, value)``: store a value in its stored form, or remove
-      it (``None``), for a tenant or (``None``) as the queue's default, in the caller's
-      transaction.
+      it (``None``: back to ``default``), for a tenant or (``None``) as the queue's
+      default, in the caller's transaction;
+    - ``default``: the value where none is given (``None``: no value). A value equal to
+      it is the same as none: it may be given even where the policy does not apply.
 
     Every queue of a configuration file gets exactly the values the file gives it:
     ``config apply`` writes the new ones and removes the others.
@@ -234,9 +237,10 @@ class Setting:
     levels: tuple[SettingLevel, ...]
     example: str
     table: str
-    parse: Callable[[object], str]
-    read: Callable[[psycopg.Connection], Iterable[tuple[str, str | None, str]]]
-    write: Callable[[psycopg.Connection, str, str | None, str | None], None]
+    parse: Callable[[object], Any]
+    read: Callable[[psycopg.Connection], Iterable[tuple[str, str | None, Any]]]
+    write: Callable[[psycopg.Connection, str, str | None, Any], None]
+    default: Any = None
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@ registry: what the settings models, ``config apply``/``diff``/``export``, the CL
 client and the reports use instead of naming a policy.
 
 A policy's settings are extra values of :class:`~fairsched.settings.QueueSettings` and
-:class:`~fairsched.settings.TenantSettings` (``None`` when not given), checked here by
-the policy that declares them.
+:class:`~fairsched.settings.TenantSettings` (``None`` when not given; read as attributes,
+the default the policy declares), checked here by the policy that declares them. A value
+equal to that default counts as none: it needs no policy in the stack.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ def _installed() -> Mapping[str, Policy]:
     return registry()
 
 
+def all_installed(policies: Sequence[str]) -> bool:
+    """Whether every policy named is installed."""
+    return set(policies) <= _installed().keys()
+
+
 def owned_settings() -> dict[str, Owned]:
     """Every setting the installed policies declare, by name (sorted); refuses a name that
     is not a lower-case key, that two policies declare, or that a queue's or tenant's
@@ -87,9 +93,9 @@ def owned_setting(name: str) -> Owned:
     return found[name]
 
 
-def value_parsed(owned: Owned, value: object) -> str | None:
-    """A value in its stored form, ``None`` for ``None`` or ``"off"``; :class:`InvalidInput`
-    with the policy's message for anything it refuses."""
+def value_parsed(owned: Owned, value: object) -> Any:
+    """A value in its stored form (of the setting's type), ``None`` for ``None`` or
+    ``"off"``; :class:`InvalidInput` with the policy's message for anything it refuses."""
     if value is None or (isinstance(value, str) and value.strip().lower() == OFF):
         return None
     try:
@@ -118,9 +124,34 @@ def level_query(template: LiteralString, throttle: Throttle) -> sql.Composed:
 # -- the settings models --------------------------------------------------------------
 
 
-def owned_value(model: BaseModel, name: str) -> str | None:
-    """The value a queue's or tenant's settings give a policy's setting (``None``: none)."""
-    value: str | None = (model.model_extra or {}).get(name)
+def owned_value(model: BaseModel, name: str) -> Any:
+    """The value a queue's or tenant's settings give a policy's setting (``None``: none, or
+    the value its policy declares the default)."""
+    value = (model.model_extra or {}).get(name)
+    owned = owned_settings().get(name)
+    return None if owned is not None and value == owned.setting.default else value
+
+
+def given_fields(model: BaseModel) -> set[str]:
+    """The fields and policies' settings ``model`` was given (``"off"`` included), also when
+    it was built unchecked (``model_construct`` leaves its extra values out of
+    ``model_fields_set``)."""
+    extra = model.model_extra or {}
+    return model.model_fields_set | {name for name, value in extra.items() if value is not None}
+
+
+def owned_effective(model: BaseModel, name: str) -> Any:
+    """The value of a policy's setting on a queue or tenant: the one given, else the
+    default its policy declares."""
+    value = owned_value(model, name)
+    return owned_setting(name).setting.default if value is None else value
+
+
+def owned_attribute(model: BaseModel, name: str, value: Any) -> Any:
+    """``value``, the attribute ``name`` the settings model found, or for a policy's
+    setting given no value the default its policy declares."""
+    if value is None and name in owned_settings():
+        return owned_effective(model, name)
     return value
 
 
@@ -128,8 +159,9 @@ def owned_validated(
     level: SettingLevel, model: type[BaseModel], data: Any, handler: ValidatorFunctionWrapHandler
 ) -> Any:
     """Validate ``model``'s own fields through ``handler`` and, beside them, the settings
-    the installed policies own at ``level`` (each parsed by its policy; a key neither
-    knows is refused), every bad key in one :class:`ValidationError`."""
+    the installed policies own at ``level`` (each parsed by its policy, whose message
+    says what is wrong, the type included; a key neither knows is refused), every bad
+    key in one :class:`ValidationError`."""
     if not isinstance(data, dict):
         return handler(data)
     owned = {n: o for n, o in owned_settings().items() if level in o.setting.levels}
@@ -140,17 +172,12 @@ def owned_validated(
             fields[key] = value
         elif key not in owned:
             errors.append(InitErrorDetails(type="extra_forbidden", loc=(key,), input=value))
-        elif value is not None and not isinstance(value, str):
-            example = owned[key].setting.example
-            error = PydanticCustomError(
-                "policy_setting_type", f'give a {key} as a string, e.g. "{example}", or "off"'
-            )
-            errors.append(InitErrorDetails(type=error, loc=(key,), input=value))
         else:
             try:
                 fields[key] = value_parsed(owned[key], value)
             except InvalidInput as e:
-                error = PydanticCustomError("policy_setting", str(e))
+                message = str(e).removeprefix(f"{key}: ")  # the error's key names it already
+                error = PydanticCustomError("policy_setting", message)
                 errors.append(InitErrorDetails(type=error, loc=(key,), input=value))
     try:
         validated = handler(fields)
@@ -184,8 +211,8 @@ def owned_given(
     the queue's (``queue``) first, then each tenant's (key: ``prefix`` tenant ``.`` name)."""
     given: dict[str, list[tuple[str, str]]] = {}
     for name, owned in owned_settings().items():
-        keys = [name] if queue is not None and owned_value(queue, name) else []
-        keys += [f"{prefix}{t}.{name}" for t, s in tenants.items() if owned_value(s, name)]
+        keys = [name] if queue is not None and owned_value(queue, name) is not None else []
+        keys += [f"{prefix}{t}.{name}" for t, s in tenants.items() if owned_value(s, name) is not None]
         given.setdefault(owned.policy, []).extend((name, key) for key in keys)
     return {policy: pairs for policy, pairs in given.items() if pairs}
 

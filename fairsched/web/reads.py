@@ -23,7 +23,7 @@ from fairsched.engine.workers import QueueWorkers, workers_by_queue
 from fairsched.observe.snapshot import ExporterSettings, QueueSnapshot, read_snapshot
 from fairsched.observe.status import Status, read_status
 from fairsched.policy import registry as policy
-from fairsched.policy.owned import owned_value, stack_settings
+from fairsched.policy.owned import owned_effective, owned_value, stack_settings
 from fairsched.settings import QueueSettings, Settings
 
 PAGE_SIZE = 50
@@ -84,8 +84,11 @@ class QueuePage:
     descending: bool
     oldest_seconds: float
     chart: list[str] = field(default_factory=list)
-    defaults: dict[str, str | None] = field(default_factory=dict)
-    """The queue's defaults of the settings its stack's policies own (a default rate)."""
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """The queue's defaults of the tenant settings its stack's policies own (a default rate)."""
+    queue_settings: dict[str, Any] = field(default_factory=dict)
+    """The queue-only settings its stack's policies own (aging interval, charge, ...): the
+    value given, else the policy's default."""
     tenant_settings: list[str] = field(default_factory=list)
     """The tenant settings its stack's policies own: a column each."""
 
@@ -132,11 +135,14 @@ def queue_page(
     page = min(max(page, 1), pages)
     shown = ordered[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
     owned = stack_settings(stored.policies)
-    defaults = {o.name: owned_value(stored, o.name) for o in owned if "queue" in o.setting.levels}
+    defaults = {
+        o.name: owned_value(stored, o.name) for o in owned if set(o.setting.levels) == {"queue", "tenant"}
+    }
+    queue_only = {o.name: owned_effective(stored, o.name) for o in owned if o.setting.levels == ("queue",)}
     columns = [o.name for o in owned if "tenant" in o.setting.levels]
     for row in shown:
         own = stored.tenants.get(row.tenant)
-        row.owned = {c: (owned_value(own, c) if own else None) or defaults.get(c) for c in columns}
+        row.owned = {c: _first(owned_value(own, c) if own else None, defaults.get(c)) for c in columns}
     chart = sorted((r for r in rows.values() if r.entitled > 0), key=lambda r: (-r.entitled, r.tenant))
     return QueuePage(
         name,
@@ -152,8 +158,13 @@ def queue_page(
         _age(now, snap.oldest_available_at),
         [r.tenant for r in chart[:CHART_TENANTS]],
         defaults,
+        queue_only,
         columns,
     )
+
+
+def _first(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 def _sort_key(row: TenantRow, sort: Sort) -> tuple[Any, str]:

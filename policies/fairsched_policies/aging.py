@@ -34,17 +34,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.resources import files
 from importlib.resources.abc import Traversable
-from typing import Any, LiteralString
+from typing import Annotated, Any, LiteralString
 
 import psycopg
 from psycopg import errors
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
+from pydantic import Field
 
+from fairsched import bounds
 from fairsched.db.connection import operation
 from fairsched.db.sql import load
-from fairsched.policy import BasePolicy, ClaimHead, EnqueueColumn, OrderTerm
+from fairsched.policy import BasePolicy, ClaimHead, EnqueueColumn, OrderTerm, Setting
 from fairsched.policy.registry import queue_stack
+from fairsched_policies.queuecolumns import queue_column
 
 STATEMENTS = load([files(__package__) / "aging.sql"])
 """The re-key's statements and the claim head's."""
@@ -91,6 +94,18 @@ class Aging(BasePolicy):
         as their key, whatever their priority)."""
         joined = STACK in changed and self.name in queue_stack(conn, queue).names
         return aging_rekey(conn, queue).rekeyed if INTERVAL in changed or joined else 0
+
+    def settings(self) -> tuple[Setting]:
+        return (INTERVAL_SETTING,)
+
+
+INTERVAL_SETTING = queue_column(
+    INTERVAL,
+    Annotated[float, Field(gt=0, le=bounds.AGING_INTERVAL_MAX_SECONDS, allow_inf_nan=False)],
+    default=60.0,
+    example="30",
+)
+"""Waiting this long is worth one priority level (more than 0, at most 30 days)."""
 
 
 log = logging.getLogger(__name__)

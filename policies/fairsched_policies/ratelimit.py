@@ -125,14 +125,21 @@ def _rate_write(conn: psycopg.Connection, queue: str, tenant: str | None, rate: 
     rate_set(conn, queue, tenant, None if rate is None else Rate.parse(rate))
 
 
+EXAMPLE = "50/s"
+
+
 def _rate_parsed(value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(
+            f'give a rate as a string, e.g. "{EXAMPLE}", or "{OFF}" (jobs per period as N/s, N/m, N/h or N/d)'
+        )
     return str(Rate.parse(value))
 
 
 RATE = Setting(
     name="rate",
     levels=("queue", "tenant"),
-    example="50/s",
+    example=EXAMPLE,
     table="fairsched.ratelimits",
     parse=_rate_parsed,
     read=rates,

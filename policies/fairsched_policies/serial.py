@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib.resources import files
 from importlib.resources.abc import Traversable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import psycopg
 
 from fairsched.db.connection import operation
 from fairsched.errors import InvalidInput
-from fairsched.policy import BasePolicy, EnqueueColumn, JobState, Pending
+from fairsched.policy import BasePolicy, EnqueueColumn, JobState, Pending, Setting
+from fairsched_policies.queuecolumns import queue_column
 
 if TYPE_CHECKING:
     from fairsched.engine.enqueue import JobSpec
@@ -145,3 +146,13 @@ class Serial(BasePolicy):
                 },
             ).fetchall()
         return [(tenant, due) for _id, _queue, tenant, due in rows]
+
+    def settings(self) -> tuple[Setting, Setting]:
+        return (GAP, POISON)
+
+
+GAP = queue_column("serial_gap", Literal["strict", "lowest"], default="strict", example="lowest")
+"""``strict`` waits for a missing sequence number, ``lowest`` runs the lowest present."""
+
+POISON = queue_column("serial_poison", Literal["block", "skip"], default="block", example="skip")
+"""``block`` keeps a dead job at its aggregate's head, ``skip`` passes it."""

@@ -22,12 +22,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib.resources import files
 from importlib.resources.abc import Traversable
+from typing import Annotated, Literal
 
 import psycopg
 from psycopg import sql
+from pydantic import Field
 
+from fairsched import bounds
 from fairsched.db.connection import operation
-from fairsched.policy import BasePolicy, ClaimHead, JobState, Pending, TenantOrder
+from fairsched.policy import BasePolicy, ClaimHead, JobState, Pending, Setting, TenantOrder
+from fairsched_policies.queuecolumns import queue_column
 
 # A tenant's running jobs: the claims its share row counted minus the releases that
 # finishers recorded (read from the claim's snapshot: late, never early, so caps hold).
@@ -290,3 +294,15 @@ class Weighted(BasePolicy):
         """Bring inactive tenants whose delayed jobs came due back into the selection."""
         with operation("tenant_shares_wake"):
             return len(conn.execute(_WAKE, {"batch": batch}).fetchall())
+
+    def settings(self) -> tuple[Setting, Setting]:
+        return (CHARGE, TENANT_CAP)
+
+
+CHARGE = queue_column("charge", Literal["count", "runtime"], default="count", example="runtime")
+"""What a claimed job costs its tenant: 1 (``count``) or its measured run time (``runtime``)."""
+
+TENANT_CAP = queue_column(
+    "tenant_cap", Annotated[int, Field(gt=0, le=bounds.CAP_MAX)], default=None, example="5"
+)
+"""The running jobs each tenant may have unless its share sets its own cap (none: no cap)."""

@@ -13,7 +13,7 @@ from cli_support import cli
 from fairsched_policies.aging import aging_rekey
 from policies_support import declare
 
-from fairsched import Client, JobSpec
+from fairsched import Client, JobSpec, QueueSettings
 
 OLD, NEW = 1000.0, 0.001
 """Under OLD one priority level is worth 1000 s of waiting (priority decides); under
@@ -120,3 +120,23 @@ def test_rekey_goes_in_bounded_batches_and_keys_as_enqueue_does(
         (late,),
     ).fetchone()
     assert row == formula
+
+
+@pytest.mark.parametrize("how", ["declare", "policy set"])
+def test_jobs_queued_before_aging_joined_the_stack_are_keyed_by_their_priority(
+    client: Client, db: psycopg.Connection, fresh_db: str, how: str
+) -> None:
+    """A stack without aging leaves each job's key at its enqueue time: when aging joins
+    the stack, the queued jobs get the keys their priorities give (the high one, enqueued
+    last, is claimed first)."""
+    client.declare_queue("joins", QueueSettings(policies=["fifo"]))
+    low = client.enqueue("joins", {}, tenant="t", priority=LOW)
+    high = client.enqueue("joins", {}, tenant="t", priority=HIGH)
+    assert db.execute(STRAY_KEYS.replace("q.aging_interval_seconds", "60")).fetchone() == (1,)
+    if how == "declare":  # the default interval (60 s): only the stack changes
+        client.declare_queue("joins", QueueSettings(policies=["aging"]))
+    else:
+        result = cli(fresh_db, "policy", "set", "joins", "--policies", "aging")
+        assert result.exit_code == 0, result.output
+    assert db.execute(STRAY_KEYS).fetchone() == (0,)
+    assert claim_order(client, "joins") == [high, low]

@@ -40,6 +40,8 @@ DURATIONS = {  # queue field: (low, high, low excluded), in seconds
     "backoff_max_seconds": (0.0, 86_400.0, False),
     "aging_interval_seconds": (0.0, 2_592_000.0, True),
 }
+OWNED_BY = {"aging_interval_seconds": "aging"}
+"""The durations a policy owns, and that policy."""
 WEIGHT = (0.001, 1_000_000.0, False)
 WHOLE = {"max_attempts": (1, 1000), "unknown_max_attempts": (1, 1000), "tenant_cap": (1, 1_000_000)}
 CAP = (1, 1_000_000)
@@ -73,14 +75,16 @@ any_float = st.one_of(st.floats(), st.sampled_from(EXTREMES))
 @example(field="lease_seconds", value=604_800.0)
 @example(field="backoff_max_seconds", value=0.0)
 def test_a_duration_is_accepted_exactly_within_its_range(field: str, value: float, tmp_path: Path) -> None:
+    # A policy's setting (aging's interval) is given on a stack with its policy.
+    stack = [OWNED_BY.get(field, "fifo")]
     path = tmp_path / "fairsched.toml"
-    path.write_text(f"[queues.q]\n{field} = {toml_number(value)}\n")
+    path.write_text(f"[queues.q]\npolicies = {stack!r}\n{field} = {toml_number(value)}\n".replace("'", '"'))
     if inside(value, DURATIONS[field]):
-        assert getattr(QueueSettings(**{field: value}), field) == value
+        assert getattr(QueueSettings(policies=stack, **{field: value}), field) == value
         assert getattr(load_settings(path).queues["q"], field) == value
     else:
         with pytest.raises(ValidationError):
-            QueueSettings(**{field: value})
+            QueueSettings(policies=stack, **{field: value})
         with pytest.raises(ConfigError, match=rf"queues\.q\.{field}"):
             load_settings(path)
 
@@ -313,7 +317,7 @@ def test_the_database_refuses_whole_numbers_out_of_range(
 def test_settings_past_the_model_are_refused_by_the_database(
     client: Client, db: psycopg.Connection, field: str, value: float
 ) -> None:
-    broken = QueueSettings.model_construct(**{**QueueSettings().model_dump(), field: value})
+    broken = QueueSettings.model_construct(**{**dict(QueueSettings()), field: value})
     before = db_snapshot(db)
     with pytest.raises(InvalidInput, match=f"queues_{field}_range"):
         client.declare_queue("q", broken)

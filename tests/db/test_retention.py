@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from bench.claimbench import ClaimPlan
 from fairsched import Client, JobSpec, QueueSettings, load_settings
-from fairsched.config import compare
+from fairsched.config import compare, live
 from fairsched.config import sync as configsync
 from fairsched.engine import claim, prune
 from fairsched.errors import ConfigError, InvalidInput, JobNotFound, UnknownQueue
@@ -322,7 +322,7 @@ def test_bad_retention_is_refused_by_the_api_and_nothing_changes(
     with pytest.raises(ValidationError, match=field):
         QueueSettings(**{field: value})
     with pytest.raises(InvalidInput, match=f"queue q: {field}: ") as refused:
-        configsync.queue_settings_set(db, "q", {field: value})
+        live.queue_settings_set(db, "q", {field: value})
     assert "\n" not in str(refused.value)
     assert configsync.queue_settings(db, "q") == before
 

@@ -357,6 +357,7 @@ TABLE fairsched.queues
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_producer
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_reader
   GRANT SELECT ON TABLE fairsched.queues TO fairsched_worker
+  COMMENT ON COLUMN fairsched.queues.aging_interval_seconds IS 'aging policy: defined by its migrations (fairsched_policies/migrations/aging)'
   COMMENT ON COLUMN fairsched.queues.charge IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
   COMMENT ON COLUMN fairsched.queues.tenant_cap IS 'weighted policy: defined by its migrations (fairsched_policies/migrations/weighted)'
   COMMENT ON COLUMN fairsched.queues.serial_gap IS 'serial policy: defined by its migrations (fairsched_policies/migrations/serial)'

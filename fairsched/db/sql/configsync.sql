@@ -1,18 +1,17 @@
 -- name: configsync_queues
--- Every declared queue's stored settings (what `config export` writes), by name.
+-- Every declared queue's stored settings (what `config export` writes, with the settings
+-- policies own), by name.
 SELECT name, lease_seconds, max_runtime_seconds, max_attempts, unknown_max_attempts,
-       backoff_base_seconds, backoff_max_seconds, notify, policies, aging_interval_seconds,
-       charge, tenant_cap, serial_gap, serial_poison, policy_params, finished_retention_seconds,
-       dead_retention_seconds, history_retention_seconds
+       backoff_base_seconds, backoff_max_seconds, notify, policies, policy_params,
+       finished_retention_seconds, dead_retention_seconds, history_retention_seconds
   FROM fairsched.queues
  ORDER BY name
 
 -- name: configsync_queue_lock
 -- One queue's stored settings, locked until the transaction ends (read-modify-write).
 SELECT name, lease_seconds, max_runtime_seconds, max_attempts, unknown_max_attempts,
-       backoff_base_seconds, backoff_max_seconds, notify, policies, aging_interval_seconds,
-       charge, tenant_cap, serial_gap, serial_poison, policy_params, finished_retention_seconds,
-       dead_retention_seconds, history_retention_seconds
+       backoff_base_seconds, backoff_max_seconds, notify, policies, policy_params,
+       finished_retention_seconds, dead_retention_seconds, history_retention_seconds
   FROM fairsched.queues
  WHERE name = %(name)s
    FOR UPDATE
@@ -55,12 +54,6 @@ SELECT tenant, min(available_at) AS due
 -- name: configsync_queue_notify
 -- Wake the queue's claimers after a change (LISTEN hint; workers also re-read on their own).
 SELECT pg_notify('fairsched_jobs', %(name)s)
-
--- name: configsync_aging_intervals
--- The stored aging interval of each declared queue among the names (a change re-keys).
-SELECT name, aging_interval_seconds
-  FROM fairsched.queues
- WHERE name = ANY(%(names)s::text[])
 
 -- name: configsync_queue_jobs
 -- Jobs per queue and status among the queues `config apply --prune` would remove (any
@@ -121,6 +114,12 @@ UPDATE fairsched.tenant_shares AS s
 -- name: configsync_relation_present
 -- Whether a policy's table exists (its migrations ran).
 SELECT to_regclass(%(relation)s) IS NOT NULL
+
+-- name: configsync_queue_stacks
+-- The stored policy stacks of the named queues (a change is handed to the policies).
+SELECT name, policies
+  FROM fairsched.queues
+ WHERE name = ANY(%(names)s::text[])
 
 -- name: configsync_queue_policies
 -- One queue's policy stack, kept from changing until the transaction ends (a live change

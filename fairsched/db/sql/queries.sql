@@ -1,17 +1,16 @@
 -- name: queue_upsert
 -- Declare a queue or update its lease, retry, notify, policy and retention settings, and
--- the weights and caps of the tenants it lists (other tenants keep theirs).
+-- the weights and caps of the tenants it lists (other tenants keep theirs). The settings
+-- policies own are written by their policies (a new queue starts with their defaults).
 WITH queue AS (
     INSERT INTO fairsched.queues AS q (name, lease_seconds, max_runtime_seconds, max_attempts,
                                        unknown_max_attempts, backoff_base_seconds,
-                                       backoff_max_seconds, notify, policies,
-                                       aging_interval_seconds, charge, tenant_cap, serial_gap,
-                                       serial_poison, policy_params, finished_retention_seconds,
-                                       dead_retention_seconds, history_retention_seconds)
+                                       backoff_max_seconds, notify, policies, policy_params,
+                                       finished_retention_seconds, dead_retention_seconds,
+                                       history_retention_seconds)
     VALUES (%(name)s, %(lease_seconds)s, %(max_runtime_seconds)s, %(max_attempts)s,
             %(unknown_max_attempts)s, %(backoff_base_seconds)s, %(backoff_max_seconds)s,
-            %(notify)s, %(policies)s::text[], %(aging_interval_seconds)s, %(charge)s,
-            %(tenant_cap)s, %(serial_gap)s, %(serial_poison)s, %(policy_params)s::jsonb,
+            %(notify)s, %(policies)s::text[], %(policy_params)s::jsonb,
             %(finished_retention_seconds)s, %(dead_retention_seconds)s,
             %(history_retention_seconds)s)
     ON CONFLICT (name) DO UPDATE
@@ -23,11 +22,6 @@ WITH queue AS (
            backoff_max_seconds = EXCLUDED.backoff_max_seconds,
            notify = EXCLUDED.notify,
            policies = EXCLUDED.policies,
-           aging_interval_seconds = EXCLUDED.aging_interval_seconds,
-           charge = EXCLUDED.charge,
-           tenant_cap = EXCLUDED.tenant_cap,
-           serial_gap = EXCLUDED.serial_gap,
-           serial_poison = EXCLUDED.serial_poison,
            policy_params = EXCLUDED.policy_params,
            finished_retention_seconds = EXCLUDED.finished_retention_seconds,
            dead_retention_seconds = EXCLUDED.dead_retention_seconds,

@@ -1,6 +1,6 @@
 -- name: status_queues
--- Every declared queue with its policy stack and default tenant cap.
-SELECT name, policies, tenant_cap
+-- Every declared queue with its policy stack.
+SELECT name, policies
   FROM fairsched.queues
  ORDER BY name
 
@@ -72,7 +72,7 @@ SELECT (SELECT count(*) FROM (
 
 -- name: status_tenant_share
 -- One tenant's share state on a queue, by primary key (no row when it has none): weight,
--- cap, activity, claims and charge so far, run time estimate.
+-- cap, activity, claims and charged total so far, run time estimate.
 SELECT t.weight, t.cap, t.active, t.claimed_total, t.charged_total, t.runtime_estimate
   FROM fairsched.tenant_shares t
  WHERE t.queue_name = %(queue)s AND t.tenant = %(tenant)s
