@@ -37,15 +37,15 @@ ON CONFLICT (queue_name, tenant) DO UPDATE
    SET weight = EXCLUDED.weight, cap = EXCLUDED.cap, updated_at = now()
 
 -- name: configsync_queue_busy
--- Whether a queue has jobs waiting, pending or running (a serial policy change needs none).
+-- Whether a queue has jobs waiting, pending or running (adding or removing a policy that holds jobs back needs none).
 SELECT EXISTS (SELECT 1 FROM fairsched.jobs WHERE queue_name = %(name)s AND status = 'pending')
     OR EXISTS (SELECT 1 FROM fairsched.jobs WHERE queue_name = %(name)s AND status = 'running')
     OR EXISTS (SELECT 1 FROM fairsched.jobs
                 WHERE queue_name = %(name)s AND status = 'waiting')
 
 -- name: configsync_pending_tenants
--- Tenants with pending jobs on a queue and when their first one is due (a queue that
--- becomes weighted brings them into the selection); one pass over the pending backlog.
+-- Tenants with pending jobs on a queue and when their first one is due (a queue whose
+-- stack starts ordering tenants brings them into the order); one pass over the pending backlog.
 SELECT tenant, min(available_at) AS due
   FROM fairsched.jobs
  WHERE queue_name = %(name)s AND status = 'pending'
@@ -65,8 +65,8 @@ SELECT queue_name, status, count(*)
  ORDER BY queue_name, status
 
 -- name: configsync_queues_remove
--- Remove queues with their fairness state (share rows and releases, serial aggregates,
--- claim heads, pass floors); their finished jobs stay as history.
+-- Remove queues with their fairness state (share rows and releases, aggregates, claim
+-- heads, pass floors); their finished jobs stay as history.
 WITH shares AS (
     DELETE FROM fairsched.tenant_shares WHERE queue_name = ANY(%(names)s::text[])
 ), releases AS (
@@ -82,7 +82,7 @@ DELETE FROM fairsched.queues WHERE name = ANY(%(names)s::text[])
 
 -- name: configsync_tenants_remove_idle
 -- Delete the share rows (and releases) of pruned tenants that are idle: not in the
--- weighted selection, no pending or waiting job, nothing running. A tenant that comes
+-- tenant order, no pending or waiting job, nothing running. A tenant that comes
 -- back starts level, as a new one does.
 WITH gone AS (
     DELETE FROM fairsched.tenant_shares AS s
