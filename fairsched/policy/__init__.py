@@ -19,11 +19,9 @@ from fairsched.policy.interface import (
     OrderTerm,
     Pending,
     Policy,
-    Setting,
-    SettingLevel,
     TenantOrder,
-    Throttle,
 )
+from fairsched.policy.settings import Setting, SettingLevel, Throttle
 
 __all__ = [
     "GROUP",

@@ -20,7 +20,8 @@ from pydantic import BaseModel, SerializerFunctionWrapHandler, ValidationError, 
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from fairsched.errors import ConfigError, InvalidInput
-from fairsched.policy.interface import Policy, Setting, SettingLevel, Throttle
+from fairsched.policy.interface import Policy
+from fairsched.policy.settings import Setting, SettingLevel, Throttle
 
 OFF = "off"
 """The value that removes a setting."""
