@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mutation.catalog import MutationError, apply, load, tracked_catalogs
+from mutation.catalog import Edit, Mutation, MutationError, apply, load, tracked_catalogs
+from mutation.runner import judge
 
 GOOD = """
 [[mutation]]
@@ -91,3 +92,21 @@ def test_an_edit_outside_the_repository_is_refused(tmp_path: Path) -> None:
     root = repository(tmp_path, mutation().replace('file = "fence.sql"', 'file = "../../fence.sql"'))
     with pytest.raises(MutationError, match="outside the repository"):
         load(root)
+
+
+@pytest.mark.parametrize(
+    ("code", "failed", "errored", "verdict"),
+    [
+        (1, ["t.py::guard"], [], "caught"),
+        (0, [], [], "survived"),
+        (1, [], ["t.py::guard"], "error"),  # only errors: nothing judged the mutation
+        (4, [], [], "error"),  # usage error, e.g. a guard that is not found
+        (5, [], [], "error"),  # no tests collected
+        (1, ["t.py::guard", "t.py::keep"], [], "error"),  # a test that must hold failed
+    ],
+)
+def test_a_mutation_is_caught_only_by_a_failed_guard(
+    code: int, failed: list[str], errored: list[str], verdict: str
+) -> None:
+    mutant = Mutation("m", "g", ("t.py::guard",), ("t.py::keep",), (Edit("f", "a", "b"),), "mutations.toml")
+    assert judge(mutant, code, failed, errored, "", 1.0).verdict == verdict
