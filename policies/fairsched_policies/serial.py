@@ -61,6 +61,17 @@ _ADVANCE = """SELECT id, queue_name, tenant, available_at
   FROM fairsched.aggregates_advance(%(queues)s::text[], %(tenants)s::text[], %(keys)s::text[])"""
 
 
+# Replayed jobs (pending again, not from running) that their aggregate passed over when
+# they died (poison mode skip): they left its order (migrations/serial/003).
+_PASSED = """SELECT j.id, j.tenant, j.aggregate_key, j.aggregate_seq
+  FROM fairsched.jobs j
+  JOIN fairsched.aggregates a
+    ON a.queue_name = j.queue_name AND a.tenant = j.tenant AND a.aggregate_key = j.aggregate_key
+ WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'pending' AND NOT j.serial
+   AND a.next_seq > j.aggregate_seq
+ ORDER BY j.id
+ LIMIT 1"""
+
 _STRICT_START = "a strict aggregate starts at 1 unless its first batch holds 0"
 
 HELD = EnqueueColumn("serial", "i.aggregate_key IS NOT NULL")
@@ -138,8 +149,12 @@ class Serial(BasePolicy):
         tenant_order_settled: bool,
     ) -> Sequence[Pending]:
         """Move the aggregates of held jobs that finished for good past them, then promote
-        the next job of those aggregates and of aggregates that got waiting jobs."""
+        the next job of those aggregates and of aggregates that got waiting jobs. A replayed
+        job its aggregate passed over is refused: it would run out of order."""
         held = [job for job in jobs if job.aggregate_key is not None]
+        replayed = [job.id for job in held if job.status == "pending" and not left_running]
+        if replayed:
+            _refuse_passed(conn, replayed)
         # Jobs of an aggregate inserted on a stack without this policy were not held:
         # aggregates_finish passes them over, and only held jobs wait.
         finished = [job.id for job in held if job.status in FINISHED]
@@ -196,3 +211,16 @@ def _existing(conn: psycopg.Connection, queue: str, jobs: Sequence[JobSpec]) -> 
         rows = conn.execute(_EXISTING, _arrays(queue, jobs)).fetchall()
     found = {ord_: (retried, taken) for ord_, retried, taken in rows}
     return [found.get(i, (False, False)) for i in range(1, len(jobs) + 1)]
+
+
+def _refuse_passed(conn: psycopg.Connection, ids: Sequence[int]) -> None:
+    """Refuse the replay of a dead job its aggregate passed over (poison mode skip)."""
+    with operation("aggregates_passed"):
+        row = conn.execute(_PASSED, {"ids": list(ids)}).fetchone()
+    if row is not None:
+        job_id, tenant, key, seq = row
+        raise InvalidInput(
+            f"job {job_id} was passed over by aggregate {key!r} of tenant {tenant!r}, which has moved on "
+            f"past sequence number {seq}: replaying it would run it out of order, so enqueue its work "
+            "again with a new sequence number, or discard it"
+        )

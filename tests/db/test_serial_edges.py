@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
+from cli_support import cli, one_error_line
 from policies_support import declare
 
 from fairsched import Client
@@ -157,3 +158,70 @@ def test_a_retry_racing_its_first_returns_the_first_job(client: Client, db: psyc
             time.sleep(0.01)
     retry.join()
     assert retried == [first]
+
+
+def _kill_head(client: Client, poison: str) -> list[int]:
+    """Seqs 1-3 of aggregate x on queue ``r``; seq 1 dies as permanent. Returns their ids."""
+    declare(client, "r", ["weighted", "serial"], serial_poison=poison)
+    ids = client.enqueue_many("r", [JobSpec({}, "t", aggregate_key="x", aggregate_seq=s) for s in (1, 2, 3)])
+    [head] = client.claim("r", owner="w")
+    client.fail(head, "poison", kind="permanent")
+    return ids
+
+
+def _status(db: psycopg.Connection, job_id: int) -> str:
+    row = db.execute("SELECT status FROM fairsched.jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+PASSED = r"job \d+ was passed over by aggregate 'x' of tenant 't', .*out of order, .*or discard it$"
+
+
+def test_a_dead_job_passed_over_is_refused(client: Client, db: psycopg.Connection, fresh_db: str) -> None:
+    """Mode skip: seq 1 died and 2 runs; replaying 1 would run it out of order, now (2
+    running) or later (2 and 3 done): refused with the reason, from the API and the CLI."""
+    first, second, _third = _kill_head(client, "skip")
+    [lease] = client.claim("r", owner="w")
+    assert lease.id == second
+    with pytest.raises(InvalidInput, match=PASSED):
+        client.dead_replay(first)
+    client.complete(lease)
+    assert _drain(client, "r") == [3]
+    with pytest.raises(InvalidInput, match=PASSED):
+        client.dead_replay(first)
+    refused = cli(fresh_db, "dead", "replay", str(first))
+    assert refused.exit_code == 1 and "passed over" in one_error_line(refused)
+    assert _status(db, first) == "dead"
+    # Discarding it resolves it and changes nothing else.
+    assert cli(fresh_db, "dead", "discard", str(first)).exit_code == 0
+    assert _status(db, first) == "discarded"
+    client.enqueue("r", {}, tenant="t", aggregate_key="x", aggregate_seq=4)
+    assert _drain(client, "r") == [4]
+
+
+def test_a_dead_job_passed_over_before_any_later_one_is_not_replayed(client: Client) -> None:
+    declare(client, "r", ["serial"], serial_poison="skip")
+    first = client.enqueue("r", {}, tenant="t", aggregate_key="x", aggregate_seq=1)
+    client.fail(client.claim("r", owner="w")[0], "poison", kind="permanent")
+    with pytest.raises(InvalidInput, match=PASSED):
+        client.dead_replay(first)
+
+
+def test_a_blocking_dead_job_replayed_runs_in_its_place(client: Client, db: psycopg.Connection) -> None:
+    """Mode block: the dead head holds its aggregate; replayed, it runs first, then the rest."""
+    first, _second, _third = _kill_head(client, "block")
+    assert client.claim("r", owner="w") == []
+    client.dead_replay(first)
+    [again] = client.claim("r", owner="w", limit=5)
+    assert again.id == first
+    client.complete(again)
+    assert _drain(client, "r") == [2, 3]
+    assert client.aggregates_blocked(queue="r") == []
+
+
+def test_a_blocking_dead_job_discarded_lets_its_aggregate_move_on(client: Client, fresh_db: str) -> None:
+    first, _second, _third = _kill_head(client, "block")
+    assert cli(fresh_db, "dead", "discard", str(first)).exit_code == 0
+    assert _drain(client, "r") == [2, 3]
+    assert client.aggregates_blocked(queue="r") == []

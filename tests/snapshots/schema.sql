@@ -638,6 +638,12 @@ BEGIN
        AND a.queue_name = j.queue_name AND a.tenant = j.tenant AND a.aggregate_key = j.aggregate_key
        AND q.name = j.queue_name
     RETURNING a.queue_name, a.tenant, a.aggregate_key;
+    UPDATE fairsched.jobs AS j
+       SET serial = false
+      FROM fairsched.aggregates a
+     WHERE j.id = ANY(p_ids) AND j.serial AND j.status = 'dead'
+       AND a.queue_name = j.queue_name AND a.tenant = j.tenant AND a.aggregate_key = j.aggregate_key
+       AND a.blocked_job_id IS DISTINCT FROM j.id;
 END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_finish(bigint[]) TO fairsched_admin
