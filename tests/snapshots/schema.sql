@@ -639,6 +639,12 @@ BEGIN
        AND a.queue_name = j.queue_name AND a.tenant = j.tenant AND a.aggregate_key = j.aggregate_key
        AND q.name = j.queue_name
     RETURNING a.queue_name, a.tenant, a.aggregate_key;
+    UPDATE fairsched.jobs AS j
+       SET serial = false
+      FROM fairsched.aggregates a
+     WHERE j.id = ANY(p_ids) AND j.serial AND j.status = 'dead'
+       AND a.queue_name = j.queue_name AND a.tenant = j.tenant AND a.aggregate_key = j.aggregate_key
+       AND a.blocked_job_id IS DISTINCT FROM j.id;
 END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.aggregates_finish(bigint[]) TO fairsched_admin
@@ -655,14 +661,14 @@ AS $function$
 #variable_conflict use_column
 BEGIN
     PERFORM fairsched.producer_tenants_check(p_tenants);
-    IF NOT EXISTS (SELECT 1 FROM fairsched.queues AS q WHERE q.name = p_queue) THEN
-        RETURN;
-    END IF;
     RETURN QUERY
     INSERT INTO fairsched.aggregates AS a (queue_name, tenant, aggregate_key, next_seq)
-    SELECT p_queue, t.tenant, t.aggregate_key, min(t.aggregate_seq)
+    SELECT q.name, t.tenant, t.aggregate_key,
+           CASE WHEN q.serial_gap = 'strict' THEN least(min(t.aggregate_seq), 1)
+                ELSE min(t.aggregate_seq) END
       FROM unnest(p_tenants, p_keys, p_seqs) AS t(tenant, aggregate_key, aggregate_seq)
-     GROUP BY t.tenant, t.aggregate_key
+      JOIN fairsched.queues AS q ON q.name = p_queue
+     GROUP BY q.name, q.serial_gap, t.tenant, t.aggregate_key
     ON CONFLICT (queue_name, tenant, aggregate_key) DO UPDATE SET updated_at = now()
     RETURNING a.tenant, a.aggregate_key, a.next_seq;
 END
