@@ -74,8 +74,8 @@ def test_an_enqueue_after_another_process_changed_the_stack_goes_in_the_new_way(
     """A process reads a queue's stack at most once a second: an enqueue in between calls
     the old stack's function, which the queue refuses; outside a transaction of the
     caller's, the stack is read again and the batch goes in the new stack's way (here:
-    with the aging key of its priority)."""
-    client.declare_queue("changing", QueueSettings(policies=["fifo"], aging_interval_seconds=3600))
+    with the aging key of its priority, at the default interval)."""
+    client.declare_queue("changing", QueueSettings(policies=["fifo"]))
     client.enqueue("changing", {}, tenant="t")  # the fifo stack is cached now
     stack_functions_install(db, ("fifo", "aging"), tenant_ordered=False)
     db.execute("UPDATE fairsched.queues SET policies = '{fifo,aging}' WHERE name = 'changing'")
@@ -83,7 +83,7 @@ def test_an_enqueue_after_another_process_changed_the_stack_goes_in_the_new_way(
     row = db.execute(
         "SELECT extract(epoch FROM created_at) - aging_key FROM fairsched.jobs WHERE id = %s", (urgent,)
     ).fetchone()
-    assert row is not None and row[0] == pytest.approx(5 * 3600)
+    assert row is not None and row[0] == pytest.approx(5 * 60)  # the default interval
     with db.transaction(), pytest.raises(DatabaseError, match="does not have the policy stack"):
         db.execute("UPDATE fairsched.queues SET policies = '{fifo}' WHERE name = 'changing'")
         jobs_enqueue(db, "changing", [JobSpec({}, tenant="t")], max_payload_bytes=1024)
