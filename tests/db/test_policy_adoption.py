@@ -98,9 +98,22 @@ def without_ownership_comments(dump: str) -> str:
     )
 
 
+def adoptions(folder: Path) -> dict[str, Traversable | None]:
+    """The built-ins' adopting migrations (each one's first) copied alone into ``folder``:
+    the adoption, without what their later migrations change."""
+    found: dict[str, Traversable | None] = {}
+    for name, source in BUILT_INS.items():
+        assert source is not None
+        first = min(f.name for f in source.iterdir() if f.name[:3].isdigit() and f.name.endswith(".sql"))
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        (folder / name / first).write_text(source.joinpath(first).read_text("utf-8"), "utf-8")
+        found[name] = folder / name
+    return found
+
+
 def adopt(conn: psycopg.Connection, release: Path) -> list[str]:
-    """Migrate to ``release``, then apply the built-ins' migrations only."""
-    return migrate(conn, release, policies=BUILT_INS)
+    """Migrate to ``release``, then apply the built-ins' adopting migrations only."""
+    return migrate(conn, release, policies=adoptions(release.parent / "adoptions"))
 
 
 @pytest.mark.parametrize("built", ["at once", "one release at a time"])
