@@ -269,9 +269,9 @@ VIEW fairsched.lease_tokens
   COLUMN job_id bigint
   COLUMN lease_token bigint
   AS
-     SELECT id AS job_id,
+     SELECT j.id AS job_id,
             CASE
-                WHEN ( SELECT fairsched.lease_tokens_readable() AS lease_tokens_readable) THEN lease_token
+                WHEN ( SELECT fairsched.lease_tokens_readable() AS lease_tokens_readable) THEN j.lease_token
                 ELSE NULL::bigint
             END AS lease_token
        FROM fairsched.jobs j;
