@@ -128,7 +128,9 @@ class Operations:
         """Set a tenant's weight and/or running-job cap on a queue (``cap=0`` removes the cap);
         ``by`` is who, as the audit trail (``fairsched.admin_events``) records it.
 
-        Takes effect on the next claims, for the backlog already queued too.
+        Takes effect on the next claims, for the backlog already queued too. A cap is
+        refused (:class:`~fairsched.errors.InvalidInput`, nothing changed) on a queue whose
+        stack enforces no caps; ``cap=0`` is allowed on every queue.
         """
         enqueue.check_queue_name(queue)
         enqueue.check_label("tenant", tenant, enqueue.MAX_TENANT_CHARS)

@@ -19,6 +19,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_serializer,
     field_validator,
@@ -38,10 +39,13 @@ from fairsched import bounds
 from fairsched.errors import ConfigError, InvalidInput
 from fairsched.policy.owned import (
     all_installed,
+    caps_enforced,
+    caps_enforcers,
     owned_attribute,
     owned_dumped,
     owned_given,
     owned_validated,
+    tenant_ordered,
     without_policy,
 )
 from fairsched.schedules.spec import ScheduleSettings, names_distinct
@@ -83,6 +87,10 @@ LogFormat = Literal["text", "json"]
 """How log lines are written: plain text, or one JSON object a line (see :mod:`fairsched.logs`)."""
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 """The lowest level logged."""
+
+
+STORED = "stored"
+"""Validation context key: the values are read from the database, not given."""
 
 
 class QueueSettings(BaseModel):
@@ -184,6 +192,21 @@ class QueueSettings(BaseModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _caps_need_a_stack_that_enforces_them(self, info: ValidationInfo) -> QueueSettings:
+        """A tenant's cap is refused on a stack that enforces no caps, unless read from the
+        database (:meth:`stored`: caps set before they were refused stay readable)."""
+        capped = [t for t, s in self.tenants.items() if s.cap is not None]
+        if (info.context or {}).get(STORED) or not capped or not all_installed(self.policies):
+            return self
+        if not caps_enforced(self.policies):
+            raise without_policy(
+                [("cap", f"tenants.{t}.cap") for t in capped],
+                f"the policy stack [{', '.join(self.policies)}] enforces no caps",
+                f"add {caps_enforcers()} to policies",
+            )
+        return self
+
     @model_serializer(mode="wrap")
     def _owned_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return owned_dumped(self, handler)
@@ -204,7 +227,7 @@ class QueueSettings(BaseModel):
         if not checked:
             return cls.model_construct(**values)
         try:
-            return cls.model_validate(values)
+            return cls.model_validate(values, context={STORED: True})
         except ValidationError as e:
             raise InvalidInput(
                 f"queue {name} holds invalid settings: {describe_validation_error(e)}; "
@@ -322,6 +345,22 @@ class Settings(BaseSettings):
             if not any(policy in stack for stack in stacks):
                 raise without_policy(
                     keys, f"no queue's policy stack has {policy}", f"add {policy} to a queue's policies"
+                )
+        capped = [t for t, s in self.tenants.items() if s.cap is not None]
+        if capped and all(all_installed(q.policies) for q in self.queues.values()):
+            # Inherited by the queues whose stack orders tenants and does not list the tenant.
+            heirs = [n for n, q in self.queues.items() if tenant_ordered(q.policies)]
+            unenforced = [n for n in heirs if not caps_enforced(self.queues[n].policies)]
+            if unenforced or not heirs:
+                why = (
+                    f"queues {', '.join(unenforced)} order tenants but enforce no caps"
+                    if unenforced
+                    else ("no queue's policy stack enforces caps")
+                )
+                raise without_policy(
+                    [("cap", f"tenants.{t}.cap") for t in capped],
+                    why,
+                    f"add {caps_enforcers()} to a queue's policies",
                 )
         return self
 

@@ -130,7 +130,10 @@ def tenant_cap(
     cap: str = typer.Argument(..., help="most running jobs (1 to 1000000), or none"),
     config: str | None = ConfigOption,
 ) -> None:
-    """Set or remove (none) a tenant's cap of running jobs on a queue."""
+    """Set or remove (none) a tenant's cap of running jobs on a queue.
+
+    A cap is refused on a queue whose policy stack enforces none (one without weighted);
+    none is allowed on every queue."""
     from fairsched.config import sync as configsync
 
     value = 0 if cap.strip().lower() == "none" else whole_number("cap", cap)

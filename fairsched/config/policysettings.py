@@ -251,8 +251,9 @@ def value_change(
     remove it (``None`` or ``"off"``), and wake the queue's claimers; the next claim
     follows it, and once committed the policies bring the queue's jobs in line
     (:func:`settings_reconfigured`; inside the caller's transaction, the caller's to do).
-    Returns the value now set. Refuses unknown queues and queues whose stack does not
-    name the owning policy, changing nothing."""
+    Returns the value now set. Refuses unknown queues, and a value other than the default
+    on a queue whose stack does not name the owning policy (removing one is allowed
+    everywhere), changing nothing."""
     check_queue_name(queue)
     if tenant is not None:
         check_label("tenant", tenant, MAX_TENANT_CHARS)
@@ -263,7 +264,7 @@ def value_change(
             row = conn.execute(QUERIES["configsync_queue_policies"], {"name": queue}).fetchone()
         if row is None:
             raise UnknownQueue(queue)
-        if owned.policy not in row[0]:
+        if owned.policy not in row[0] and parsed not in (None, owned.setting.default):
             raise InvalidInput(
                 f"queue {queue}'s policy stack [{', '.join(row[0])}] has no {owned.policy}, so a "
                 f"{name} would not shape its claims: add {owned.policy} to its policies first"

@@ -9,6 +9,10 @@ and a cap (``fairsched.tenant_shares``). Tenants come from two places in a file:
 - ``[tenants.<t>]``: every queue whose policy stack orders tenants (``weighted``),
   unless the queue lists the tenant itself (the queue's entry wins as a whole).
 
+A cap is refused on a queue whose stack enforces no caps (its tenant order does not:
+:func:`~fairsched.policy.owned.caps_enforced`), and so is a new stack that enforces none
+on a queue whose tenants still have caps: the error names them, nothing changes.
+
 The settings policies own (``rate``, ``aging_interval_seconds``, ...) live where their
 policies keep them (:mod:`fairsched.config.policysettings`).
 
@@ -46,7 +50,7 @@ from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
 from fairsched.engine.stackfunctions import stack_functions_install
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
-from fairsched.policy.owned import given_fields
+from fairsched.policy.owned import caps_enforced, caps_enforcers, given_fields
 from fairsched.policy.registry import forget_stacks, queue_stack, resolve, tenant_share_set
 from fairsched.settings import QueueSettings, Settings, TenantSettings
 
@@ -159,10 +163,14 @@ def queue_settings(conn: psycopg.Connection, name: str) -> QueueSettings:
 # -- apply ---------------------------------------------------------------------
 
 
-def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]) -> Changed:
+def queues_declare(
+    conn: psycopg.Connection, queues: Mapping[str, QueueSettings], *, caps_checked: bool = True
+) -> Changed:
     """Upsert queues in one transaction. A queue whose stack orders tenants gets share
     rows for the tenants already waiting in it, so a backlog queued under another
-    stack is claimed at once after a switch.
+    stack is claimed at once after a switch. A new stack that enforces no caps on a queue
+    whose tenants have caps is refused (:func:`caps_kept`; ``caps_checked=False``: the
+    caller checks once its own changes are made).
 
     Returns the settings policies own whose stored value changed, by queue (``policies``
     for a queue whose stack changed). They are
@@ -187,10 +195,35 @@ def queues_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]
         changed = values_declare(conn, queues)
         for name in restacked:
             changed.setdefault(name, set()).add(STACK)
+        if caps_checked:
+            caps_kept(conn, {name: queues[name].policies for name in restacked})
     forget_stacks()
     if outermost:
         settings_reconfigured(conn, changed)
     return changed
+
+
+def caps_kept(conn: psycopg.Connection, stacks: Mapping[str, list[str]]) -> None:
+    """Refuse the new policy ``stacks`` of queues that enforce no caps while tenants of
+    theirs have caps, naming the caps to remove first (caps are refused, never dropped)."""
+    unenforced = [name for name, policies in stacks.items() if not caps_enforced(policies)]
+    if not unenforced:
+        return
+    with operation("configsync_tenant_caps"):
+        rows = conn.execute(QUERIES["configsync_tenant_caps"], {"names": unenforced}).fetchall()
+    capped: dict[str, list[str]] = {}
+    for queue, tenant, cap in rows:
+        capped.setdefault(queue, []).append(f"{tenant} (cap {cap})")
+    if capped:
+        raise InvalidInput(
+            "; ".join(
+                f"queue {q}: the policy stack [{', '.join(stacks[q])}] enforces no caps, but tenants "
+                f"{', '.join(tenants)} have caps: remove them first (`fairsched tenant cap {q} TENANT none`) "
+                f"or keep {caps_enforcers()} in its policies"
+                for q, tenants in sorted(capped.items())
+            )
+            + "; nothing changed"
+        )
 
 
 def queue_declare(conn: psycopg.Connection, name: str, given: QueueSettings) -> QueueSettings:
@@ -336,7 +369,7 @@ def apply(
     outermost = idle(conn)
     with conn.transaction(), operation("configsync_apply"):
         plan = _prune_plan(conn, settings, force=force) if prune else None
-        changed = queues_declare(conn, settings.queues)
+        changed = queues_declare(conn, settings.queues, caps_checked=False)
         if inherited:
             conn.execute(
                 QUERIES["configsync_tenant_defaults_apply"],
@@ -353,6 +386,8 @@ def apply(
         if plan is not None:
             _prune(conn, plan)
             removed += plan.removals
+        restacked = {name: settings.queues[name].policies for name, c in changed.items() if STACK in c}
+        caps_kept(conn, restacked)  # after the prune: the tenants it removes have no caps left
         for name in settings.queues:
             conn.execute(QUERIES["configsync_queue_notify"], {"name": name})
     forget_stacks()

@@ -147,6 +147,10 @@ class TenantOrder:
     policy's migrations create, called in a completion's own statement with the completed
     jobs whose claim the order counted (the charge set their ``share_counted``).
     Otherwise completions reach the order through :meth:`Policy.settle`.
+
+    ``caps``: the order keeps each tenant within its cap of running jobs (a tenant's
+    ``cap``). A stack enforces caps exactly when its tenant order does: a cap is refused
+    on a queue whose stack does not, at every entry.
     """
 
     queue: str
@@ -162,6 +166,7 @@ class TenantOrder:
     floor: ClaimHead | None = None
     activate: sql.Identifier | None = None
     finish: sql.Identifier | None = None
+    caps: bool = False
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,34 @@ def all_installed(policies: Sequence[str]) -> bool:
     return set(policies) <= _installed().keys()
 
 
+def tenant_ordered(policies: Sequence[str]) -> bool:
+    """Whether a policy of the stack orders tenants (names not installed count for nothing)."""
+    known = _installed()
+    return any(known[n].tenant_order() is not None for n in policies if n in known)
+
+
+def caps_enforced(policies: Sequence[str]) -> bool:
+    """Whether the stack enforces tenants' caps: its tenant order does
+    (:attr:`~fairsched.policy.TenantOrder.caps`; names not installed count for nothing)."""
+    known = _installed()
+    orders = [known[n].tenant_order() for n in policies if n in known]
+    return any(order is not None and order.caps for order in orders)
+
+
+def caps_enforcers() -> str:
+    """The installed policies whose tenant order enforces caps, for messages: ``weighted``."""
+    found = [name for name in sorted(_installed()) if caps_enforced([name])]
+    return " or ".join(found) or "a policy whose tenant order enforces caps"
+
+
+def caps_refused(queue: str, policies: Sequence[str]) -> InvalidInput:
+    """The error of a cap given to a queue whose stack enforces none."""
+    return InvalidInput(
+        f"queue {queue}'s policy stack [{', '.join(policies)}] enforces no caps, so a cap would not "
+        f"shape its claims: add {caps_enforcers()} to its policies first (a cap of 0 or none removes one)"
+    )
+
+
 def owned_settings() -> dict[str, Owned]:
     """Every setting the installed policies declare, by name (sorted); refuses a name that
     is not a lower-case key, that two policies declare, or that a queue's or tenant's

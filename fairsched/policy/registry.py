@@ -17,6 +17,7 @@ from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
 from fairsched.policy.interface import GROUP, Policy
+from fairsched.policy.owned import caps_enforced, caps_refused
 
 
 @lru_cache(maxsize=1)
@@ -74,6 +75,12 @@ class QueueStack:
         return any(p.tenant_order() is not None for p in self.policies)
 
     @property
+    def enforces_caps(self) -> bool:
+        """The stack's tenant order keeps tenants within their caps (see
+        :attr:`~fairsched.policy.TenantOrder.caps`): a cap is refused on any other stack."""
+        return caps_enforced(self.names)
+
+    @property
     def holds(self) -> bool:
         """A policy of the stack holds jobs of an aggregate back."""
         return any(p.holds for p in self.policies)
@@ -92,6 +99,13 @@ def queue_stack(conn: psycopg.Connection, queue: str) -> QueueStack:
     cached = _stacks.get(key)
     if cached is not None and now - cached[0] < STACK_TTL_SECONDS:
         return cached[1]
+    stack = _stack_read(conn, queue)
+    _stacks[key] = (now, stack)
+    return stack
+
+
+def _stack_read(conn: psycopg.Connection, queue: str) -> QueueStack:
+    """The queue's stack as the database holds it now."""
     with operation("queue_policy_get"):
         row = conn.execute(QUERIES["queue_policy_get"], {"name": queue}).fetchone()
     if row is None:
@@ -99,7 +113,6 @@ def queue_stack(conn: psycopg.Connection, queue: str) -> QueueStack:
     name, names, params, notify = row
     stack = QueueStack(name, tuple(names), params, notify)
     resolve(stack.names)
-    _stacks[key] = (now, stack)
     return stack
 
 
@@ -141,7 +154,9 @@ def tenant_share_set(
     recorded with ``by`` in ``fairsched.admin_events``.
 
     Takes effect on the next claim, for the queued backlog too. Ranges:
-    :mod:`fairsched.bounds` (the database checks them too).
+    :mod:`fairsched.bounds` (the database checks them too). A cap is refused on a queue
+    whose stack enforces none (:attr:`QueueStack.enforces_caps`, read as it stands now);
+    removing one is not.
     """
     if weight is not None:
         weight = bounds.number_checked("weight", weight, bounds.WEIGHT_MIN, bounds.WEIGHT_MAX)
@@ -149,7 +164,9 @@ def tenant_share_set(
         isinstance(cap, bool) or not isinstance(cap, int) or not 0 <= cap <= bounds.CAP_MAX
     ):
         raise InvalidInput(f"cap must be an integer in [0, {bounds.CAP_MAX}] (0 removes it), got {cap!r}")
-    queue_stack(conn, queue)
+    stack = _stack_read(conn, queue) if cap else queue_stack(conn, queue)
+    if cap and not stack.enforces_caps:
+        raise caps_refused(queue, stack.names)
     with operation("tenant_share_set"):
         conn.execute(
             QUERIES["tenant_share_set"],

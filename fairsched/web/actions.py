@@ -29,6 +29,7 @@ from fairsched.engine import dead, enqueue
 from fairsched.errors import InvalidInput
 from fairsched.observe.status import tenant_share
 from fairsched.policy import registry as policy
+from fairsched.policy.owned import caps_refused
 from fairsched.web import auth
 from fairsched.web.app import Web
 from fairsched.web.formats import number
@@ -82,7 +83,9 @@ def _tenant_parse(fields: dict[str, str]) -> Params:
 
 
 def _tenant_preview(conn: psycopg.Connection, p: Params) -> list[Change]:
-    policy.queue_stack(conn, p["queue"])  # UnknownQueue when it is not declared
+    stack = policy.queue_stack(conn, p["queue"])  # UnknownQueue when it is not declared
+    if p["cap"] and not stack.enforces_caps:
+        raise caps_refused(p["queue"], stack.names)
     share = tenant_share(conn, p["queue"], p["tenant"]) or {}
     changes = []
     if p["weight"] is not None:

@@ -235,6 +235,7 @@ TENANT_ORDER = TenantOrder(
     floor=FLOOR,
     activate=sql.Identifier("fairsched", "tenant_shares_activate"),
     finish=sql.Identifier("fairsched", "tenant_shares_finish"),
+    caps=True,
 )
 
 # Tenants that got pending jobs (due at dues) join the selection; their share rows stay

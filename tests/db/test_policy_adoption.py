@@ -98,17 +98,22 @@ def without_ownership_comments(dump: str) -> str:
     )
 
 
+def adoptions(folder: Path) -> dict[str, Traversable | None]:
+    """The built-ins' adopting migrations (each one's first) copied alone into ``folder``:
+    the adoption, without what their later migrations change."""
+    found: dict[str, Traversable | None] = {}
+    for name, source in BUILT_INS.items():
+        assert source is not None
+        first = min(f.name for f in source.iterdir() if f.name[:3].isdigit() and f.name.endswith(".sql"))
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        (folder / name / first).write_text(source.joinpath(first).read_text("utf-8"), "utf-8")
+        found[name] = folder / name
+    return found
+
+
 def adopt(conn: psycopg.Connection, release: Path) -> list[str]:
-    """Migrate to ``release``, then apply the built-ins' adopting migrations (their first) only."""
-    adopting: dict[str, Traversable | None] = {}
-    for name, folder in BUILT_INS.items():
-        assert folder is not None
-        first = release.parent / f"adopt-{name}"
-        first.mkdir()
-        [source] = [f for f in folder.iterdir() if f.name.startswith("001_")]
-        (first / source.name).write_text(source.read_text())
-        adopting[name] = first
-    return migrate(conn, release, policies=adopting)
+    """Migrate to ``release``, then apply the built-ins' adopting migrations only."""
+    return migrate(conn, release, policies=adoptions(release.parent / "adoptions"))
 
 
 @pytest.mark.parametrize("built", ["at once", "one release at a time"])

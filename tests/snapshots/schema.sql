@@ -1605,26 +1605,44 @@ RETURN (SELECT (COALESCE(sum(r.released), (0)::numeric))::bigint AS "coalesce" F
 
 CREATE OR REPLACE FUNCTION fairsched.tenant_share_set(p_queue text, p_tenant text, p_weight double precision, p_cap integer, p_by text)
  RETURNS TABLE(weight double precision, cap integer)
- LANGUAGE sql
+ LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-WITH changed AS (
-    INSERT INTO fairsched.tenant_shares AS t (queue_name, tenant, weight, cap, active, ready_at)
-    VALUES ($1, $2, coalesce($3::float8, 1), nullif($4::int, 0), false,
-            'infinity')
-    ON CONFLICT (queue_name, tenant) DO UPDATE
-       SET weight = coalesce($3::float8, t.weight),
-           cap = CASE WHEN $4::int IS NULL THEN t.cap ELSE nullif($4::int, 0) END,
-           updated_at = now()
-    RETURNING weight, cap
-), audit AS (
-    INSERT INTO fairsched.admin_events (by, action, queue_name, tenant, detail)
-    SELECT $5, 'tenant_share', $1, $2,
-           jsonb_build_object('weight', c.weight, 'cap', c.cap)
-      FROM changed AS c
-)
-SELECT weight, cap FROM changed
+#variable_conflict use_column
+DECLARE
+    v_policies text[];
+BEGIN
+    IF coalesce(p_cap, 0) <> 0 THEN
+        SELECT q.policies INTO v_policies FROM fairsched.queues AS q WHERE q.name = p_queue FOR SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'queue % is not declared, so it has no tenant caps', p_queue
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT 'weighted' = ANY (v_policies) THEN
+            RAISE EXCEPTION 'queue %''s policy stack [%] does not name weighted, which alone enforces '
+                            'caps: add weighted to its policies first (a cap of 0 removes one)',
+                            p_queue, array_to_string(v_policies, ', ')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    RETURN QUERY
+    WITH changed AS (
+        INSERT INTO fairsched.tenant_shares AS t (queue_name, tenant, weight, cap, active, ready_at)
+        VALUES (p_queue, p_tenant, coalesce(p_weight, 1), nullif(p_cap, 0), false, 'infinity')
+        ON CONFLICT (queue_name, tenant) DO UPDATE
+           SET weight = coalesce(p_weight, t.weight),
+               cap = CASE WHEN p_cap IS NULL THEN t.cap ELSE nullif(p_cap, 0) END,
+               updated_at = now()
+        RETURNING t.weight, t.cap
+    ), audit AS (
+        INSERT INTO fairsched.admin_events (by, action, queue_name, tenant, detail)
+        SELECT p_by, 'tenant_share', p_queue, p_tenant,
+               jsonb_build_object('weight', c.weight, 'cap', c.cap)
+          FROM changed AS c
+    )
+    SELECT c.weight, c.cap FROM changed AS c;
+END
 $function$
   GRANT EXECUTE ON FUNCTION fairsched.tenant_share_set(text,text,double precision,integer,text) TO fairsched_admin
   GRANT EXECUTE ON FUNCTION fairsched.tenant_share_set(text,text,double precision,integer,text) TO fairsched_web

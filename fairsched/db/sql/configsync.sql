@@ -23,6 +23,14 @@ SELECT queue_name, tenant, weight, cap
  WHERE weight <> 1 OR cap IS NOT NULL
  ORDER BY queue_name, tenant
 
+-- name: configsync_tenant_caps
+-- The tenants with a cap on the named queues (a stack that enforces no caps is refused
+-- on them).
+SELECT queue_name, tenant, cap
+  FROM fairsched.tenant_shares
+ WHERE queue_name = ANY(%(names)s::text[]) AND cap IS NOT NULL
+ ORDER BY queue_name, tenant
+
 -- name: configsync_tenant_defaults_apply
 -- Write inherited tenant weights and caps: update existing share rows, create rows only
 -- where the value is not the default (a missing row already means weight 1, no cap).
