@@ -115,11 +115,11 @@ def tenant_weight(
 ) -> None:
     """Set a tenant's weight on a queue; claims follow it within seconds, backlog included."""
     from fairsched import bounds
-    from fairsched.config import sync as configsync
+    from fairsched.config.live import tenant_set
 
     value = number_in("weight", weight, bounds.WEIGHT_MIN, bounds.WEIGHT_MAX)
     with open_client(config) as client, client.connection() as conn:
-        note = configsync.tenant_set(conn, queue, tenant, weight=value)
+        note = tenant_set(conn, queue, tenant, weight=value)
     typer.echo(f"{queue}/{tenant}: weight {number(value)}{note}")
 
 
@@ -134,11 +134,11 @@ def tenant_cap(
 
     A cap is refused on a queue whose policy stack enforces none (one without weighted);
     none is allowed on every queue."""
-    from fairsched.config import sync as configsync
+    from fairsched.config.live import tenant_set
 
     value = 0 if cap.strip().lower() == "none" else whole_number("cap", cap)
     with open_client(config) as client, client.connection() as conn:
-        note = configsync.tenant_set(conn, queue, tenant, cap=value)
+        note = tenant_set(conn, queue, tenant, cap=value)
     typer.echo(f"{queue}/{tenant}: cap {value or 'none'}{note}")
 
 

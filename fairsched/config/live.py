@@ -1,5 +1,6 @@
 """Live changes of one queue's stored settings (``fairsched policy set``): its own and
-those its stack's policies own, checked like the configuration file."""
+those its stack's policies own, checked like the configuration file; and of one tenant's
+weight and cap (``fairsched tenant weight|cap``, the dashboard)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from fairsched.config.policysettings import idle, queue_values, settings_reconfi
 from fairsched.config.sync import STORED_FIELDS, queues_declare, same, stored_row
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
+from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
 from fairsched.policy.owned import owned_effective, owned_settings, stack_settings
-from fairsched.policy.registry import forget_stacks, resolve
+from fairsched.policy.registry import forget_stacks, queue_stack, resolve, tenant_share_set
 from fairsched.settings import QueueSettings, describe_validation_error
 
 
@@ -82,3 +84,27 @@ def changed_fields(before: QueueSettings, after: QueueSettings) -> Iterable[tupl
             old, new = owned_effective(before, owned.name), owned_effective(after, owned.name)
             if not same(old, new):
                 yield owned.name, old, new
+
+
+def tenant_set(
+    conn: psycopg.Connection,
+    queue: str,
+    tenant: str,
+    *,
+    weight: float | None = None,
+    cap: int | None = None,
+    by: str = "cli",
+) -> str:
+    """Set a tenant's weight and/or cap (``cap=0``: none) and wake the queue's claimers;
+    ``by`` is who, for the audit trail.
+
+    Returns a note for the operator when the queue's stack does not use the value.
+    """
+    check_queue_name(queue)
+    check_label("tenant", tenant, MAX_TENANT_CHARS)
+    with conn.transaction():
+        tenant_share_set(conn, queue, tenant, weight=weight, cap=cap, by=by)
+        conn.execute(QUERIES["configsync_queue_notify"], {"name": queue})
+    if queue_stack(conn, queue).tenant_ordered:
+        return ""
+    return f" (stored; {queue}'s policy stack has no weighted policy, so it does not shape claims yet)"

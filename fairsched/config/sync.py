@@ -47,11 +47,10 @@ from fairsched.config.policysettings import (
 )
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
-from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
 from fairsched.engine.stackfunctions import stack_functions_install
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
 from fairsched.policy.owned import caps_enforced, caps_enforcers, given_fields
-from fairsched.policy.registry import forget_stacks, queue_stack, resolve, tenant_share_set
+from fairsched.policy.registry import forget_stacks, resolve
 from fairsched.settings import QueueSettings, Settings, TenantSettings
 
 STORED_FIELDS = (
@@ -392,30 +391,3 @@ def apply(
             conn.execute(QUERIES["configsync_queue_notify"], {"name": name})
     forget_stacks()
     return Applied(removed, settings_reconfigured(conn, changed) if outermost else {})
-
-
-# -- live changes of one queue ---------------------------------------------------------
-
-
-def tenant_set(
-    conn: psycopg.Connection,
-    queue: str,
-    tenant: str,
-    *,
-    weight: float | None = None,
-    cap: int | None = None,
-    by: str = "cli",
-) -> str:
-    """Set a tenant's weight and/or cap (``cap=0``: none) and wake the queue's claimers;
-    ``by`` is who, for the audit trail.
-
-    Returns a note for the operator when the queue's stack does not use the value.
-    """
-    check_queue_name(queue)
-    check_label("tenant", tenant, MAX_TENANT_CHARS)
-    with conn.transaction():
-        tenant_share_set(conn, queue, tenant, weight=weight, cap=cap, by=by)
-        conn.execute(QUERIES["configsync_queue_notify"], {"name": queue})
-    if queue_stack(conn, queue).tenant_ordered:
-        return ""
-    return f" (stored; {queue}'s policy stack has no weighted policy, so it does not shape claims yet)"

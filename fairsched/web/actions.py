@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fairsched import Client, bounds
-from fairsched.config import sync as configsync
+from fairsched.config.live import tenant_set
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine import dead, enqueue
@@ -97,7 +97,7 @@ def _tenant_preview(conn: psycopg.Connection, p: Params) -> list[Change]:
 
 def _tenant_perform(client: Client, p: Params, by: str) -> str:
     with client.connection() as conn:
-        note = configsync.tenant_set(conn, p["queue"], p["tenant"], weight=p["weight"], cap=p["cap"], by=by)
+        note = tenant_set(conn, p["queue"], p["tenant"], weight=p["weight"], cap=p["cap"], by=by)
     audit.info(
         "tenant %s/%s changed by %s: weight %s, cap %s",
         p["queue"],
