@@ -107,4 +107,4 @@ def tenant_set(
         conn.execute(QUERIES["configsync_queue_notify"], {"name": queue})
     if queue_stack(conn, queue).tenant_ordered:
         return ""
-    return f" (stored; {queue}'s policy stack has no weighted policy, so it does not shape claims yet)"
+    return f" (stored; {queue}'s policy stack orders no tenants, so it does not shape claims yet)"
