@@ -45,6 +45,7 @@ from fairsched.policy.owned import (
     owned_dumped,
     owned_given,
     owned_validated,
+    stack_refusal,
     tenant_ordered,
     without_policy,
 )
@@ -177,34 +178,13 @@ class QueueSettings(BaseModel):
         return owned_validated("queue", cls, data, handler)
 
     @model_validator(mode="after")
-    def _owned_need_their_policy(self) -> QueueSettings:
-        """A policy's settings shape claims only through it: refuse them on other stacks
-        (a stack naming a policy not installed is refused apart, as unknown)."""
-        if not all_installed(self.policies):
-            return self
-        given = owned_given(self.tenants, "tenants.", queue=self)
-        for policy, keys in given.items():
-            if policy not in self.policies:
-                raise without_policy(
-                    keys,
-                    f"the policy stack [{', '.join(self.policies)}] has no {policy}",
-                    f"add {policy} to policies",
-                )
-        return self
-
-    @model_validator(mode="after")
-    def _caps_need_a_stack_that_enforces_them(self, info: ValidationInfo) -> QueueSettings:
-        """A tenant's cap is refused on a stack that enforces no caps, unless read from the
-        database (:meth:`stored`: caps set before they were refused stay readable)."""
-        capped = [t for t, s in self.tenants.items() if s.cap is not None]
-        if (info.context or {}).get(STORED) or not capped or not all_installed(self.policies):
-            return self
-        if not caps_enforced(self.policies):
-            raise without_policy(
-                [("cap", f"tenants.{t}.cap") for t in capped],
-                f"the policy stack [{', '.join(self.policies)}] enforces no caps",
-                f"add {caps_enforcers()} to policies",
-            )
+    def _stack_uses_what_is_given(self, info: ValidationInfo) -> QueueSettings:
+        """Settings a policy owns, and tenants' caps, only on a stack that uses them
+        (:func:`~fairsched.policy.owned.stack_refusal`)."""
+        stored = bool((info.context or {}).get(STORED))
+        refusal = stack_refusal(self.policies, self.tenants, self, stored=stored)
+        if refusal is not None:
+            raise refusal
         return self
 
     @model_serializer(mode="wrap")

@@ -254,3 +254,24 @@ def without_policy(given: Sequence[tuple[str, str]], why: str, fix: str) -> Pyda
         "{keys} given, but {why}: {fix} or remove the {names}",
         {"keys": ", ".join(key for _name, key in given), "why": why, "fix": fix, "names": names},
     )
+
+
+def stack_refusal(
+    policies: Sequence[str], tenants: Mapping[str, BaseModel], queue: BaseModel, *, stored: bool
+) -> PydanticCustomError | None:
+    """Why a queue's settings give what its stack does not use, or ``None``: a setting a
+    policy owns on a stack without that policy; a tenant's cap on a stack that enforces
+    no caps, unless ``stored`` (read from the database: caps set before they were refused
+    stay readable). A stack naming a policy that is not installed is refused apart, as
+    unknown."""
+    if not all_installed(policies):
+        return None
+    stack = f"the policy stack [{', '.join(policies)}]"
+    for policy, keys in owned_given(tenants, "tenants.", queue=queue).items():
+        if policy not in policies:
+            return without_policy(keys, f"{stack} has no {policy}", f"add {policy} to policies")
+    capped = [t for t, s in tenants.items() if getattr(s, "cap", None) is not None]
+    if capped and not stored and not caps_enforced(policies):
+        given = [("cap", f"tenants.{t}.cap") for t in capped]
+        return without_policy(given, f"{stack} enforces no caps", f"add {caps_enforcers()} to policies")
+    return None
