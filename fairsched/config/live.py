@@ -11,9 +11,9 @@ import psycopg
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
-from fairsched.config.policysettings import idle, queue_values, settings_reconfigured
+from fairsched.config.policysettings import queue_values, settings_reconfigured
 from fairsched.config.sync import STORED_FIELDS, queues_declare, same, stored_row
-from fairsched.db.connection import operation
+from fairsched.db.connection import idle, operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue

@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 
-from fairsched.db.connection import operation
+from fairsched.db.connection import idle, operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.enqueue import MAX_TENANT_CHARS, check_label, check_queue_name
 from fairsched.errors import InvalidInput, NotMigrated, UnknownQueue
@@ -214,11 +213,6 @@ def settings_reconfigured(
             given = frozenset(names)
             done[queue] = Reconfigured(given, sum(p.reconfigured(conn, queue, given) for p in policies))
     return done
-
-
-def idle(conn: psycopg.Connection) -> bool:
-    """Whether ``conn`` is outside a transaction (what commits now is committed for good)."""
-    return conn.info.transaction_status == TransactionStatus.IDLE
 
 
 @dataclass(frozen=True)

@@ -39,13 +39,12 @@ from psycopg.rows import dict_row
 from fairsched.config.policysettings import (
     Changed,
     Reconfigured,
-    idle,
     settings_reconfigured,
     values_apply,
     values_declare,
     with_values,
 )
-from fairsched.db.connection import operation
+from fairsched.db.connection import idle, operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.stackfunctions import stack_functions_install
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue

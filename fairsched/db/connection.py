@@ -74,6 +74,11 @@ def translate(error: psycopg.Error) -> FairschedError:
     return DatabaseError(f"database error: {detail}")
 
 
+def idle(conn: psycopg.Connection) -> bool:
+    """Whether ``conn`` is outside a transaction (what commits now is committed for good)."""
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 @contextmanager
 def operation(name: str) -> Iterator[None]:
     """Instrument one database operation (duration, outcome) and translate its errors."""

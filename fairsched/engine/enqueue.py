@@ -19,7 +19,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from fairsched import bounds, tracing
-from fairsched.db.connection import operation
+from fairsched.db.connection import idle, operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.settle import settle_jobs
 from fairsched.engine.stackfunctions import STACK_CHANGED, enqueue_function, stack_function_ready
@@ -218,7 +218,7 @@ def jobs_enqueue(
         "idempotency_keys": [j.idempotency_key for j in checked],
         "trace_context": _jsonb_or_none(tracing.carrier()),
     }
-    outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    outermost = idle(conn)
     try:
         return _enqueue(conn, queue_stack(conn, queue), checked, params)
     except DatabaseError as error:

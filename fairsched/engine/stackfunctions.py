@@ -23,7 +23,7 @@ from functools import lru_cache
 import psycopg
 from psycopg import sql
 
-from fairsched.db.connection import operation
+from fairsched.db.connection import idle, operation
 from fairsched.db.sql import QUERIES
 from fairsched.engine.composer import compose_claim, stack_filters
 from fairsched.engine.stackstatements import compose_complete, compose_enqueue
@@ -165,7 +165,7 @@ def stack_function_ready(conn: psycopg.Connection, function: StackFunction) -> s
                 "is not installed, and this role may not install it: run `fairsched config apply` "
                 "(or declare the queue) as the schema owner or a member of fairsched_admin"
             ) from error
-    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+    if idle(conn):
         _INSTALLED.add(key)  # else it may exist only in a transaction that rolls back
     return function.call
 

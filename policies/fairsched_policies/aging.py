@@ -38,12 +38,11 @@ from typing import Annotated, Any, LiteralString
 
 import psycopg
 from psycopg import errors
-from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from pydantic import Field
 
 from fairsched import bounds
-from fairsched.db.connection import operation
+from fairsched.db.connection import idle, operation
 from fairsched.db.sql import load
 from fairsched.policy import BasePolicy, ClaimHead, EnqueueColumn, OrderTerm, Setting
 from fairsched.policy.registry import queue_stack
@@ -170,7 +169,7 @@ def aging_rekey(conn: psycopg.Connection, queue: str, *, batch: int = BATCH) -> 
 
     ``conn`` must not be in a transaction: each batch commits on its own.
     """
-    if conn.info.transaction_status != TransactionStatus.IDLE:
+    if not idle(conn):
         raise RuntimeError("aging_rekey commits batch by batch: call it outside a transaction")
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
