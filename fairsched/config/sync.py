@@ -49,7 +49,7 @@ from fairsched.db.sql import QUERIES
 from fairsched.engine.stackfunctions import stack_functions_install
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
 from fairsched.policy.owned import caps_enforced, caps_enforcers, given_fields
-from fairsched.policy.registry import forget_stacks, resolve
+from fairsched.policy.registry import forget_stacks, resolve, stack_tenant_order
 from fairsched.settings import QueueSettings, Settings, TenantSettings
 
 STORED_FIELDS = (
@@ -76,7 +76,7 @@ STACK = "policies"
 
 def orders_tenants(queue: QueueSettings) -> bool:
     """Whether the queue's stack shares claims across tenants (raises on unknown policies)."""
-    return any(p.tenant_order() is not None for p in resolve(queue.policies))
+    return stack_tenant_order(queue.policies) is not None
 
 
 def effective_tenants(settings: Settings, queue: QueueSettings) -> dict[str, TenantSettings]:
@@ -184,7 +184,7 @@ def queues_declare(
         for name, queue in queues.items():
             with operation("queue_upsert"):
                 conn.execute(QUERIES["queue_upsert"], {"name": name, **queue.model_dump()})
-            stack_functions_install(conn, tuple(queue.policies), tenant_ordered=orders_tenants(queue))
+            stack_functions_install(conn, tuple(queue.policies))
             if orders_tenants(queue):
                 with operation("configsync_pending_tenants"):
                     rows = conn.execute(QUERIES["configsync_pending_tenants"], {"name": name}).fetchall()

@@ -22,7 +22,7 @@ from fairsched.engine.composer import compose_claim
 from fairsched.engine.lease import Lease, lease_row
 from fairsched.engine.settle import tenants_deactivate_dry
 from fairsched.engine.stackfunctions import claim_function, stack_function_ready
-from fairsched.policy.registry import queue_stack, resolve
+from fairsched.policy.registry import queue_stack, stack_tenant_order
 
 MAX_BATCH = 1000
 """Upper bound of one claim's batch."""
@@ -39,7 +39,7 @@ def claim_statement(names: Sequence[str], params: Mapping[str, object]) -> sql.S
 
 def tenant_first(names: Sequence[str]) -> bool:
     """Whether a stack's claim takes the tenant-first shape (a policy orders tenants)."""
-    return any(p.tenant_order() is not None for p in resolve(tuple(names)))
+    return stack_tenant_order(names) is not None
 
 
 _GENERIC_SESSIONS: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()

@@ -32,7 +32,7 @@ from psycopg import sql
 
 from fairsched.engine.claimheads import DEFAULT_HEAD, DEFAULT_ORDER
 from fairsched.policy import ClaimHead, OrderTerm, Policy
-from fairsched.policy.registry import resolve
+from fairsched.policy.registry import resolve, stack_tenant_order
 
 NOT_NEGATED = frozenset({"available_at"})
 """Order columns that are not numbers: a descending term of one renders ``DESC``; of any
@@ -164,7 +164,7 @@ def compose_claim(names: tuple[str, ...], *, single: bool = False) -> sql.SQL:
     terms, head = stack_order(stack)
     order = sql.SQL(", ").join(_order_term(term) for term in terms)
     admission = next((a for a in (p.admission() for p in stack) if a is not None), None)
-    tenant_order = next((t for t in (p.tenant_order() for p in stack) if t is not None), None)
+    tenant_order = stack_tenant_order(names)
     rendered_filters = stack_filters(names)
     parts: dict[str, sql.Composable] = {
         "filters": rendered_filters,

@@ -28,7 +28,7 @@ from fairsched.db.sql import QUERIES
 from fairsched.engine.composer import compose_claim, stack_filters
 from fairsched.engine.stackstatements import compose_complete, compose_enqueue
 from fairsched.errors import ConfigError, DatabaseError
-from fairsched.policy.registry import resolve
+from fairsched.policy.registry import resolve, stack_tenant_order
 
 _CLAIM_PARAMETERS = (
     ("%(queue)s", "$1"),
@@ -86,7 +86,9 @@ def claim_function(names: tuple[str, ...], *, single: bool) -> StackFunction:
 @lru_cache(maxsize=128)
 def dry_function(names: tuple[str, ...]) -> StackFunction:
     """The function that takes a stack's dry tenants out of its tenant order."""
-    order = next(t for t in (p.tenant_order() for p in resolve(names)) if t is not None)
+    order = stack_tenant_order(names)
+    if order is None:
+        raise ValueError(f"policy stack {list(names)} orders no tenants: it has no dry-tenant sweep")
     filters = stack_filters(names)
     bodies = tuple(
         _bind(sql.SQL(statement).format(filters=filters).as_string(None), _DRY_PARAMETERS)
@@ -181,9 +183,7 @@ def _install(conn: psycopg.Connection, function: StackFunction) -> None:
         conn.execute(QUERIES["stack_function_install"], params)
 
 
-def stack_functions_install(
-    conn: psycopg.Connection, names: tuple[str, ...], *, tenant_ordered: bool
-) -> None:
+def stack_functions_install(conn: psycopg.Connection, names: tuple[str, ...]) -> None:
     """Install a stack's functions: its claims (both shapes), its enqueue, its completion
     when it has one and, when it orders tenants, its dry-tenant sweep; run where the
     configuration is applied."""
@@ -195,25 +195,21 @@ def stack_functions_install(
     complete = complete_function(names)
     if complete is not None:
         functions.append(complete)
-    if tenant_ordered:
+    if stack_tenant_order(names) is not None:
         functions.append(dry_function(names))
     for function in functions:
         stack_function_ready(conn, function)
 
 
-def stored_stacks_install(conn: psycopg.Connection) -> int:
+def stored_stacks_install(conn: psycopg.Connection) -> None:
     """Install the functions of every stack the stored queues have (after an upgrade
     changed what a stack composes); stacks naming a policy that is not installed are
-    left alone. Returns how many stacks it went through."""
+    left alone."""
     with operation("queue_stacks_list"):
         rows = conn.execute(QUERIES["queue_stacks_list"]).fetchall()
-    count = 0
     for (names,) in rows:
         try:
-            stack = resolve(tuple(names))
+            resolve(names)
         except ConfigError:
             continue
-        tenant_ordered = any(p.tenant_order() is not None for p in stack)
-        stack_functions_install(conn, tuple(names), tenant_ordered=tenant_ordered)
-        count += 1
-    return count
+        stack_functions_install(conn, tuple(names))

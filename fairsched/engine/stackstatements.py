@@ -21,7 +21,7 @@ from functools import lru_cache
 
 from psycopg import sql
 
-from fairsched.policy.registry import resolve
+from fairsched.policy.registry import resolve, stack_tenant_order
 
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -129,7 +129,7 @@ def compose_enqueue(names: tuple[str, ...]) -> str:
     taken = [c.as_string(None) for c in columns]
     if len(set(taken)) != len(taken):
         raise ValueError(f"policy stack {list(names)} fills a job column twice")
-    order = next((t for t in (p.tenant_order() for p in stack) if t is not None), None)
+    order = stack_tenant_order(names)
     activated = (
         sql.SQL(_ACTIVATED).format(activate=order.activate)
         if order is not None and order.activate is not None
@@ -146,14 +146,15 @@ def compose_enqueue(names: tuple[str, ...]) -> str:
 
 def activates_at_enqueue(names: tuple[str, ...]) -> bool:
     """Whether the stack's tenant order learns of a batch's tenants in the insert itself."""
-    return any((t := p.tenant_order()) is not None and t.activate is not None for p in resolve(names))
+    order = stack_tenant_order(names)
+    return order is not None and order.activate is not None
 
 
 @lru_cache(maxsize=128)
 def compose_complete(names: tuple[str, ...]) -> str | None:
     """The completion statement of a stack whose tenant order settles at completion
     (``finish``); ``None`` for any other stack (the engine's ``leases_complete``)."""
-    order = next((t for t in (p.tenant_order() for p in resolve(names)) if t is not None), None)
+    order = stack_tenant_order(names)
     if order is None or order.finish is None:
         return None
     return sql.SQL(_COMPLETE).format(finish=order.finish).as_string(None)

@@ -16,7 +16,7 @@ from fairsched import bounds
 from fairsched.db.connection import operation
 from fairsched.db.sql import QUERIES
 from fairsched.errors import ConfigError, InvalidInput, UnknownQueue
-from fairsched.policy.interface import GROUP, Policy
+from fairsched.policy.interface import GROUP, Policy, TenantOrder
 from fairsched.policy.owned import caps_enforced, caps_refused
 
 
@@ -56,6 +56,12 @@ def resolve(names: Sequence[str]) -> tuple[Policy, ...]:
     return stack
 
 
+def stack_tenant_order(names: Sequence[str]) -> TenantOrder | None:
+    """The tenant order of a stack (of its one policy that orders tenants), or ``None``:
+    its claims are then job-first."""
+    return next((t for t in (p.tenant_order() for p in resolve(names)) if t is not None), None)
+
+
 @dataclass(frozen=True)
 class QueueStack:
     """A queue's policy stack as stored in the database, with its ``policy_params``."""
@@ -72,7 +78,7 @@ class QueueStack:
     @property
     def tenant_ordered(self) -> bool:
         """A policy of the stack orders tenants: claims are tenant-first."""
-        return any(p.tenant_order() is not None for p in self.policies)
+        return stack_tenant_order(self.names) is not None
 
     @property
     def enforces_caps(self) -> bool:

@@ -77,7 +77,7 @@ def test_an_enqueue_after_another_process_changed_the_stack_goes_in_the_new_way(
     with the aging key of its priority, at the default interval)."""
     client.declare_queue("changing", QueueSettings(policies=["fifo"]))
     client.enqueue("changing", {}, tenant="t")  # the fifo stack is cached now
-    stack_functions_install(db, ("fifo", "aging"), tenant_ordered=False)
+    stack_functions_install(db, ("fifo", "aging"))
     db.execute("UPDATE fairsched.queues SET policies = '{fifo,aging}' WHERE name = 'changing'")
     urgent = client.enqueue("changing", {}, tenant="t", priority=5)
     row = db.execute(
