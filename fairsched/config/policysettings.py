@@ -16,7 +16,7 @@ without it there are none to read.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,24 +135,36 @@ def values_declare(conn: psycopg.Connection, queues: Mapping[str, QueueSettings]
     """Write the values the queues were given explicitly (see :func:`given_values`),
     leaving their other values as they are; inside the caller's transaction. Returns
     the settings whose stored value changed, by queue."""
-    changed: Changed = {}
-    for owned in owned_settings().values():
-        wanted = {name: v for name, q in queues.items() if (v := given_values(q, owned)) is not None}
-        if wanted:
-            for queue in _write(conn, owned, wanted, exact=False):
-                changed.setdefault(queue, set()).add(owned.name)
-    return changed
+    return _values_write(
+        conn,
+        lambda owned: {name: v for name, q in queues.items() if (v := given_values(q, owned)) is not None},
+        exact=False,
+    )
 
 
 def values_apply(conn: psycopg.Connection, settings: Settings) -> Changed:
     """Make the values of every queue of the file what the file gives (``config apply``):
     write the new ones, remove those it no longer gives; inside the caller's transaction.
     Returns the settings whose stored value changed, by queue."""
+    return _values_write(
+        conn,
+        lambda owned: {name: file_values(settings, q, owned) for name, q in settings.queues.items()},
+        exact=True,
+    )
+
+
+def _values_write(
+    conn: psycopg.Connection, wanted_of: Callable[[Owned], Mapping[str, QueueValues]], *, exact: bool
+) -> Changed:
+    """Each owned setting's values :func:`_write` (``wanted_of`` the setting): the settings
+    whose stored value changed, by queue. Without ``exact``, a setting given no value is
+    not visited."""
     changed: Changed = {}
     for owned in owned_settings().values():
-        wanted = {name: file_values(settings, q, owned) for name, q in settings.queues.items()}
-        for queue in _write(conn, owned, wanted, exact=True):
-            changed.setdefault(queue, set()).add(owned.name)
+        wanted = wanted_of(owned)
+        if wanted or exact:
+            for queue in _write(conn, owned, wanted, exact=exact):
+                changed.setdefault(queue, set()).add(owned.name)
     return changed
 
 

@@ -30,6 +30,7 @@ def queue_column(name: str, kind: Any, *, default: Any, example: str) -> Setting
     read_sql = sql.SQL("SELECT name, {} FROM fairsched.queues ORDER BY name").format(column)
     set_sql = sql.SQL("UPDATE fairsched.queues SET {} = %(value)s, updated_at = now() WHERE name = %(queue)s")
     reset_sql = sql.SQL("UPDATE fairsched.queues SET {} = DEFAULT, updated_at = now() WHERE name = %(queue)s")
+    set_value, set_default = set_sql.format(column), reset_sql.format(column)
 
     def parse(value: object) -> Any:
         try:
@@ -44,9 +45,9 @@ def queue_column(name: str, kind: Any, *, default: Any, example: str) -> Setting
 
     def write(conn: psycopg.Connection, queue: str, tenant: str | None, value: Any) -> None:
         if value is None:
-            conn.execute(reset_sql.format(column), {"queue": queue})
+            conn.execute(set_default, {"queue": queue})
         else:
-            conn.execute(set_sql.format(column), {"queue": queue, "value": value})
+            conn.execute(set_value, {"queue": queue, "value": value})
 
     return Setting(
         name=name,
