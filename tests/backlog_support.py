@@ -13,11 +13,12 @@ The processes of one run (pytest-xdist's workers) share it: :class:`LargeBacklog
 from __future__ import annotations
 
 import psycopg
-from database_support import DB_PREFIX, database_create, database_drop, with_database
+from database_support import DB_PREFIX
 from psycopg import sql
 
 from bench.claimbench import backlog_build
 from fairsched import Client, QueueSettings
+from fairsched.testing.databases import database_create, database_drop, with_database
 
 QUEUE = "big"
 """The backlog's queue (stack weighted + serial: the plan modules set the one they need)."""
@@ -58,7 +59,7 @@ class LargeBacklog:
     def _build(self, admin: psycopg.Connection, template_db: str) -> None:
         """Fill a new copy of the template, then give it the backlog's name: a build that
         failed half way is never found."""
-        building = database_create(self._server, template_db)
+        building = database_create(self._server, template=template_db, prefix=DB_PREFIX)
         try:
             backlog_fill(with_database(self._server, building), LARGE_JOBS)
             rename = sql.SQL("ALTER DATABASE {} RENAME TO {}")

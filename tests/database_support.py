@@ -8,46 +8,21 @@ a thread of its own, so a test waits for neither.
 
 from __future__ import annotations
 
-import uuid
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from fairsched.testing.databases import database_create, database_drop, with_database
 
 DB_PREFIX = "fairsched_test_"
 """Every database the tests make is named with it."""
 
 
-def with_database(dsn: str, dbname: str) -> str:
-    """``dsn`` pointing at another database of the same server."""
-    return make_conninfo(dsn, dbname=dbname)
-
-
-def database_create(server_dsn: str, template: str | None = None) -> str:
-    """A new database (a copy of ``template`` when given); its name."""
-    name = DB_PREFIX + uuid.uuid4().hex[:12]
-    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-    if template is not None:
-        create = sql.SQL("{} TEMPLATE {}").format(create, sql.Identifier(template))
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(create)
-    return name
-
-
-def database_drop(server_dsn: str, name: str) -> None:
-    """Drop database ``name``, ending the sessions still on it."""
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
 @contextmanager
 def database_copy(server_dsn: str, template: str | None = None) -> Iterator[str]:
     """DSN of a new database (a copy of ``template`` when given), dropped on exit."""
-    name = database_create(server_dsn, template)
+    name = database_create(server_dsn, template=template, prefix=DB_PREFIX)
     try:
         yield with_database(server_dsn, name)
     finally:
@@ -71,7 +46,7 @@ class Copies:
         self._drops: deque[Future[None]] = deque()
 
     def _make(self) -> Future[str]:
-        return self._maker.submit(database_create, self._server, self._template)
+        return self._maker.submit(database_create, self._server, template=self._template, prefix=DB_PREFIX)
 
     def take(self) -> str:
         """The name of a new copy, the caller's own; the next one is started."""

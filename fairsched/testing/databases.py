@@ -53,9 +53,10 @@ def with_database(dsn: str, name: str) -> str:
     return make_conninfo(dsn, dbname=name)
 
 
-def database_create(server: str, *, template: str | None = None) -> str:
-    """Create an empty database (or a copy of ``template``); returns its name."""
-    name = PREFIX + uuid.uuid4().hex[:16]
+def database_create(server: str, *, template: str | None = None, prefix: str = PREFIX) -> str:
+    """Create an empty database (or a copy of ``template``), named with ``prefix``; returns
+    its name."""
+    name = prefix + uuid.uuid4().hex[:16]
     statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
     if template is not None:
         statement = sql.SQL("{} TEMPLATE {}").format(statement, sql.Identifier(template))
