@@ -217,13 +217,15 @@ SELECT r.rolname AS name,
 """
 
 
-def engine_release(folder: Path, last: str) -> Path:
+def engine_release(folder: Path, last: str | None = None, *, without: str | None = None) -> Path:
     """``folder``, made to hold the engine's migrations up to ``last`` (a name such as
-    ``011_operator_functions``): the release that ended with it."""
+    ``011_operator_functions``; every one when ``None``): the release that ended with it,
+    ``without`` one of them when given (a release that had every migration but that one)."""
     names = [m.name for m in load_migrations()]
     folder.mkdir(parents=True)
-    for name in names[: names.index(last) + 1]:
-        shutil.copyfile(migrations_dir() / f"{name}.sql", folder / f"{name}.sql")
+    for name in names[: names.index(last) + 1] if last is not None else names:
+        if name != without:
+            shutil.copyfile(migrations_dir() / f"{name}.sql", folder / f"{name}.sql")
     return folder
 
 

@@ -8,7 +8,6 @@ fails with a fairsched error naming the missing privilege and changes nothing.
 from __future__ import annotations
 
 import re
-import shutil
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,13 +17,14 @@ import pytest
 from apps.probe import create_probe_tables
 from fault_support import db_snapshot, free_port
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from schema_support import engine_release
 from typer.testing import CliRunner
 from worker_support import running_workers, wait_for
 
 from fairsched import Client, JobSpec, PermanentError, QueueSettings, Settings
 from fairsched.cli.main import app as cli_app
 from fairsched.db.connection import connect
-from fairsched.db.migrate import load_migrations, migrate, migrations_dir
+from fairsched.db.migrate import migrate, migrations_dir
 from fairsched.db.sql import QUERIES
 from fairsched.errors import DatabaseError, DatabaseUnavailable
 
@@ -131,11 +131,7 @@ def test_tokens_written_before_012_move_to_a_random_start_and_running_leases_hol
     stay in token order), and leaves running leases (their workers hold the tokens) and
     succeeded jobs as they were. (Today's client writes the rows: the release has every
     migration but 012, which none of the others depends on.)"""
-    release = tmp_path / "release_without_012"
-    release.mkdir()
-    for migration in load_migrations():
-        if migration.name != "012_worker_columns":
-            shutil.copyfile(migrations_dir() / f"{migration.name}.sql", release / f"{migration.name}.sql")
+    release = engine_release(tmp_path / "release_without_012", without="012_worker_columns")
     with psycopg.connect(empty_db, autocommit=True) as conn:
         migrate(conn, release, policies={})
     with Client(empty_db, pool_size=2) as client:
@@ -162,11 +158,7 @@ def test_an_upgrade_to_stack_enqueue_installs_every_stored_stacks_functions(
     """Before 014 a queue's stack had only claim functions; ``migrate`` installs its
     enqueue and completion too, so that a producer (which may not install them) enqueues
     at once after the upgrade, and a weighted queue's completion releases the share."""
-    release = tmp_path / "release_before_014"
-    release.mkdir()
-    for migration in load_migrations():
-        if migration.version < "014":
-            shutil.copyfile(migrations_dir() / f"{migration.name}.sql", release / f"{migration.name}.sql")
+    release = engine_release(tmp_path / "release_before_014", "013_default_claim_head")
     with psycopg.connect(empty_db, autocommit=True) as conn:
         migrate(conn, release)
         conn.execute("INSERT INTO fairsched.queues (name, policies) VALUES ('w', '{weighted,aging}')")
