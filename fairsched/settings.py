@@ -10,7 +10,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -49,6 +49,7 @@ from fairsched.policy.owned import (
     tenant_ordered,
     without_policy,
 )
+from fairsched.policy.settings import SettingLevel
 from fairsched.schedules.spec import ScheduleSettings, names_distinct
 from fairsched.web.settings import WebSettings
 
@@ -56,21 +57,18 @@ QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:
 """Queue names: letters, digits and ``_ . : -``, at most 63 characters."""
 
 
-class TenantSettings(BaseModel):
-    """Per-tenant settings: weight and cap (weighted policy), and the tenant settings the
-    installed policies own (``rate``), as extra values, ``None`` when not given.
-
-    Ranges: :mod:`fairsched.bounds`."""
+class PolicyOwning(BaseModel):
+    """A settings model whose extra values are the settings the installed policies own at
+    its ``level`` (:mod:`fairsched.policy.owned`): checked by their policies, left out of a
+    dump when not given, read as attributes with their policy's default."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-
-    weight: float = Field(1.0, ge=bounds.WEIGHT_MIN, le=bounds.WEIGHT_MAX)
-    cap: int | None = Field(None, gt=0, le=bounds.CAP_MAX, description="most running jobs at once (weighted)")
+    level: ClassVar[SettingLevel]
 
     @model_validator(mode="wrap")
     @classmethod
     def _owned(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        return owned_validated("tenant", cls, data, handler)
+        return owned_validated(cls.level, cls, data, handler)
 
     @model_serializer(mode="wrap")
     def _owned_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -80,6 +78,18 @@ class TenantSettings(BaseModel):
 
         def __getattr__(self, name: str) -> Any:
             return owned_attribute(self, name, super().__getattr__(name))
+
+
+class TenantSettings(PolicyOwning):
+    """Per-tenant settings: weight and cap (weighted policy), and the tenant settings the
+    installed policies own (``rate``), as extra values, ``None`` when not given.
+
+    Ranges: :mod:`fairsched.bounds`."""
+
+    level = "tenant"
+
+    weight: float = Field(1.0, ge=bounds.WEIGHT_MIN, le=bounds.WEIGHT_MAX)
+    cap: int | None = Field(None, gt=0, le=bounds.CAP_MAX, description="most running jobs at once (weighted)")
 
 
 PolicyName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
@@ -94,7 +104,7 @@ STORED = "stored"
 """Validation context key: the values are read from the database, not given."""
 
 
-class QueueSettings(BaseModel):
+class QueueSettings(PolicyOwning):
     """Lease, runtime, retry and policy settings of one queue.
 
     ``policies`` is the stack the claim is composed from, e.g.
@@ -106,7 +116,7 @@ class QueueSettings(BaseModel):
     then. Every number is finite and bounded (:mod:`fairsched.bounds`).
     """
 
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    level = "queue"
 
     lease_seconds: float = Field(
         30.0, gt=0, le=bounds.LEASE_MAX_SECONDS, description="lease length granted per claim/renewal"
@@ -172,11 +182,6 @@ class QueueSettings(BaseModel):
             raise PydanticCustomError("params", "{problems}", {"problems": "; ".join(problems)})
         return value
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _owned(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        return owned_validated("queue", cls, data, handler)
-
     @model_validator(mode="after")
     def _stack_uses_what_is_given(self, info: ValidationInfo) -> QueueSettings:
         """Settings a policy owns, and tenants' caps, only on a stack that uses them
@@ -186,15 +191,6 @@ class QueueSettings(BaseModel):
         if refusal is not None:
             raise refusal
         return self
-
-    @model_serializer(mode="wrap")
-    def _owned_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return owned_dumped(self, handler)
-
-    if not TYPE_CHECKING:  # pydantic's own __getattr__ is hidden from type checkers too
-
-        def __getattr__(self, name: str) -> Any:
-            return owned_attribute(self, name, super().__getattr__(name))
 
     @classmethod
     def stored(cls, name: str, values: Mapping[str, Any], *, checked: bool = True) -> QueueSettings:
