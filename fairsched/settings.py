@@ -59,16 +59,16 @@ QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:
 
 class PolicyOwning(BaseModel):
     """A settings model whose extra values are the settings the installed policies own at
-    its ``level`` (:mod:`fairsched.policy.owned`): checked by their policies, left out of a
+    its ``_level`` (:mod:`fairsched.policy.owned`): checked by their policies, left out of a
     dump when not given, read as attributes with their policy's default."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-    level: ClassVar[SettingLevel]
+    _level: ClassVar[SettingLevel]
 
     @model_validator(mode="wrap")
     @classmethod
     def _owned(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        return owned_validated(cls.level, cls, data, handler)
+        return owned_validated(cls._level, cls, data, handler)
 
     @model_serializer(mode="wrap")
     def _owned_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -86,7 +86,7 @@ class TenantSettings(PolicyOwning):
 
     Ranges: :mod:`fairsched.bounds`."""
 
-    level = "tenant"
+    _level = "tenant"
 
     weight: float = Field(1.0, ge=bounds.WEIGHT_MIN, le=bounds.WEIGHT_MAX)
     cap: int | None = Field(None, gt=0, le=bounds.CAP_MAX, description="most running jobs at once (weighted)")
@@ -116,7 +116,7 @@ class QueueSettings(PolicyOwning):
     then. Every number is finite and bounded (:mod:`fairsched.bounds`).
     """
 
-    level = "queue"
+    _level = "queue"
 
     lease_seconds: float = Field(
         30.0, gt=0, le=bounds.LEASE_MAX_SECONDS, description="lease length granted per claim/renewal"
